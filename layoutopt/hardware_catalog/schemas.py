@@ -1,0 +1,79 @@
+"""Schemas of the hardware catalog: GPUs, node types and their prices.
+
+Rows are data (``data/*.yaml``), each with its source; these frozen models only validate them.
+Units are in every field name: ``_tflops`` dense tera floating-point operations per second,
+``_gib`` binary gigabytes, ``_gb_per_s`` decimal gigabytes (1e9 bytes) per second,
+``_gbit_per_s`` gigabits per second, ``_usd_per_hour`` dollars per GPU-hour.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Precision = Literal["bf16", "fp8", "fp4"]
+PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "fp4")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GpuPrice(_Frozen):
+    """On-demand price of one GPU-hour, with the observed spread and when it was observed."""
+
+    typical_usd_per_hour: float = Field(gt=0)
+    low_usd_per_hour: float = Field(gt=0)
+    high_usd_per_hour: float = Field(gt=0)
+    as_of: str = Field(description="date (YYYY-MM or YYYY-MM-DD) of the observations")
+    source: str
+
+
+class GpuSpec(_Frozen):
+    """Peak numbers of one GPU model, as the vendor or a measurement reports them."""
+
+    name: str = Field(description="canonical catalog name, e.g. 'H100-SXM'")
+    aliases: tuple[str, ...] = ()
+    vendor: Literal["nvidia", "amd"]
+    bf16_tflops: float = Field(gt=0, description="dense BF16 peak")
+    fp8_tflops: float | None = Field(default=None, gt=0, description="dense FP8 peak; None if unsupported")
+    fp4_tflops: float | None = Field(default=None, gt=0, description="dense FP4 peak; None if unsupported")
+    memory_gib: float = Field(gt=0, description="HBM/GDDR capacity the runtime can see")
+    memory_bandwidth_gb_per_s: float = Field(gt=0)
+    scaleup_gb_per_s: float = Field(
+        ge=0, description="scale-up (NVLink/xGMI) bandwidth per GPU per direction; 0 when none"
+    )
+    scaleup_domain_gpus: int = Field(ge=1, description="GPUs in one scale-up domain in its usual node")
+    pcie_gb_per_s: float = Field(gt=0, description="host PCIe bandwidth per direction")
+    nic_gbit_per_s: float = Field(gt=0, description="scale-out NIC bandwidth per GPU")
+    tdp_w: float = Field(gt=0)
+    price: GpuPrice | None = None
+    source: str
+
+    def peak_tflops(self, precision: Precision) -> float | None:
+        """Dense peak for a compute precision, or None when the GPU lacks it."""
+        return {"bf16": self.bf16_tflops, "fp8": self.fp8_tflops, "fp4": self.fp4_tflops}[precision]
+
+    def supports(self, precision: Precision) -> bool:
+        return self.peak_tflops(precision) is not None
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gib * 2**30
+
+
+class NodeType(_Frozen):
+    """A server (or rack-scale system) shape: how many GPUs, how they are linked."""
+
+    name: str
+    gpu: str = Field(description="canonical GPU name")
+    gpus_per_node: int = Field(ge=1)
+    nvlink_domain_gpus: int = Field(
+        ge=1, description="GPUs sharing one scale-up domain (8 on HGX, 72 on NVL72, 1 on PCIe)"
+    )
+    gpus_per_tray: int | None = Field(default=None, ge=1, description="GPUs per compute tray (NVL72)")
+    nics_per_node: int = Field(ge=0)
+    nic_gbit_per_s: float = Field(gt=0, description="bandwidth of one NIC")
+    default_for_gpu: bool = Field(default=False, description="used when a budget names only the GPU")
+    source: str

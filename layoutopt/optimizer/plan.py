@@ -1,0 +1,140 @@
+"""Plan: the optimizer's answer, as a typed, versioned result.
+
+``Plan.model_dump(mode="json")`` is the documented JSON output (``schema_version`` 1); key order
+follows field order here. Units are in key names.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from layoutopt.hardware_catalog.schemas import Precision
+from layoutopt.perf_model.layout import Layout, Role
+
+SCHEMA_VERSION = 1
+
+SolverStatus = Literal["optimal", "feasible", "infeasible", "timeout", "model_invalid"]
+Objective = Literal["goodput-per-dollar", "max-goodput", "min-cost"]
+Mode = Literal["colocated", "disaggregated", "mixed"]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Percentiles(_Out):
+    p50: float
+    p90: float
+    p99: float
+
+
+class Pool(_Out):
+    """All instances of one kind: role, GPU type, degrees and how many."""
+
+    role: Role
+    gpu: str
+    instances: int = Field(ge=1)
+    gpus_per_instance: int = Field(ge=1)
+    tp_size: int
+    pp_size: int
+    ep_size: int
+    dp_size: int
+    dcp_size: int
+    pcp_size: int
+    precision: Precision
+    kv_precision: Precision
+    max_batch_size: int = Field(ge=1, description="sequences one instance decodes at once (--max-num-seqs)")
+    capacity_rps: float = Field(ge=0, description="requests/s one instance sustains at the SLO, with headroom")
+    cost_usd_per_hour: float = Field(ge=0, description="cost of the whole pool")
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(tp_size=self.tp_size, pp_size=self.pp_size, ep_size=self.ep_size, dp_size=self.dp_size,
+                      dcp_size=self.dcp_size, pcp_size=self.pcp_size, weight_precision=self.precision,
+                      kv_precision=self.kv_precision)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.instances * self.gpus_per_instance
+
+
+class Totals(_Out):
+    gpus: int
+    gpus_by_type: dict[str, int]
+    cost_usd_per_hour: float
+    goodput_rps: float = Field(description="request rate the plan serves within the SLO")
+    output_tok_per_s: float
+    tok_per_s_per_gpu: float = Field(description="output tokens/s per GPU at the goodput rate")
+    requests_per_usd: float
+
+
+class Latency(_Out):
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    slo_attainment: float = Field(ge=0, le=1, description="predicted fraction of requests meeting both targets")
+
+
+class SolverInfo(_Out):
+    status: SolverStatus
+    wall_time_s: float
+    objective_value: float | None
+    best_bound: float | None
+    gap: float | None = Field(description="relative gap between objective and bound; 0 when optimal")
+    num_candidates: int
+    num_iterations: int = Field(default=1, description="Dinkelbach iterations for the ratio objective")
+
+
+class RatioCheck(_Out):
+    """The plan's prefill:decode split compared with the seeds' formula (Tin/P) : (Tout/D)."""
+
+    plan_prefill_gpus: int
+    plan_decode_gpus: int
+    formula_prefill_to_decode: float = Field(description="N_p / N_d from (Tin/P) / (Tout/D)")
+    plan_prefill_to_decode: float
+    prefill_tok_per_s_per_gpu: float
+    decode_tok_per_s_per_gpu: float
+    note: str
+
+
+class Explanation(_Out):
+    binding_constraints: list[str]
+    notes: list[str]
+    ratio_check: RatioCheck | None = None
+
+
+class PlacedInstance(_Out):
+    instance_id: str
+    role: Role
+    node: str
+    gpus: list[int] = Field(description="GPU indices on the node (first stage when PP spans nodes)")
+    nodes: list[str] = Field(default_factory=list, description="every node the instance spans, in stage order")
+    cuda_visible_devices: str
+
+
+class Alternative(_Out):
+    """A next-best distinct plan, for --top-k."""
+
+    rank: int
+    pools: list[Pool]
+    totals: Totals
+    objective_value: float
+
+
+class Plan(_Out):
+    schema_version: int = SCHEMA_VERSION
+    status: SolverStatus
+    objective: Objective
+    mode: Mode | None = Field(description="None when no plan was found")
+    model: str
+    engine: str
+    workload: dict = Field(description="the workload and SLO the plan was made for, as given")
+    pools: list[Pool]
+    totals: Totals | None
+    latency: Latency | None
+    solver: SolverInfo
+    explanation: Explanation
+    placement: list[PlacedInstance] = Field(default_factory=list)
+    alternatives: list[Alternative] = Field(default_factory=list)
+    defaults_used: list[str] = Field(default_factory=list, description="inputs that fell back to defaults")
