@@ -21,11 +21,20 @@ def cli() -> None:
     """Find the LLM serving layout that maximizes goodput per dollar under TTFT/TPOT SLOs."""
 
 
-def _register() -> None:
-    # One line per command module; each module exposes a click command named ``command``.
-    from layoutopt.cli import catalog
+# Command modules of this package; each exposes a click command named ``command``.
+COMMAND_MODULES = ("catalog", "estimate", "solve", "simulate", "emit", "sweep", "serve")
 
-    for module in (catalog,):
+
+def _register() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"layoutopt.cli.{name}")
+        except ModuleNotFoundError as error:
+            if error.name == f"layoutopt.cli.{name}":
+                continue  # command not built yet
+            raise
         cli.add_command(module.command)
 
 
