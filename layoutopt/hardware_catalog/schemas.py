@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Precision = Literal["bf16", "fp8", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "fp4")
@@ -21,13 +21,27 @@ class _Frozen(BaseModel):
 
 
 class GpuPrice(_Frozen):
-    """On-demand price of one GPU-hour, with the observed spread and when it was observed."""
+    """On-demand price of one GPU-hour, with the observed spread and when it was observed.
+
+    ``typical_usd_per_hour`` is what the optimizer charges; ``low``/``high`` bound the observed
+    spread (spot and contract prices included in ``low``) for sensitivity sweeps.
+    Invariant: low <= typical <= high.
+    """
 
     typical_usd_per_hour: float = Field(gt=0)
     low_usd_per_hour: float = Field(gt=0)
     high_usd_per_hour: float = Field(gt=0)
     as_of: str = Field(description="date (YYYY-MM or YYYY-MM-DD) of the observations")
     source: str
+
+    @model_validator(mode="after")
+    def _check_order(self) -> "GpuPrice":
+        if not self.low_usd_per_hour <= self.typical_usd_per_hour <= self.high_usd_per_hour:
+            raise ValueError(
+                f"prices must satisfy low <= typical <= high; got low {self.low_usd_per_hour}, "
+                f"typical {self.typical_usd_per_hour}, high {self.high_usd_per_hour} $/GPU-hour"
+            )
+        return self
 
 
 class GpuSpec(_Frozen):
@@ -77,3 +91,27 @@ class NodeType(_Frozen):
     nic_gbit_per_s: float = Field(gt=0, description="bandwidth of one NIC")
     default_for_gpu: bool = Field(default=False, description="used when a budget names only the GPU")
     source: str
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> "NodeType":
+        small, large = sorted((self.gpus_per_node, self.nvlink_domain_gpus))
+        if large % small:
+            raise ValueError(
+                f"nvlink_domain_gpus {self.nvlink_domain_gpus} and gpus_per_node {self.gpus_per_node} "
+                "must divide one another (a domain is part of a node or a whole number of nodes)"
+            )
+        if self.gpus_per_tray is not None and self.gpus_per_node % self.gpus_per_tray:
+            raise ValueError(
+                f"gpus_per_node {self.gpus_per_node} is not a multiple of gpus_per_tray {self.gpus_per_tray}"
+            )
+        return self
+
+    @property
+    def nodes_per_nvlink_domain(self) -> int:
+        """Nodes that share one scale-up domain: 18 trays on NVL72, 1 on HGX and PCIe servers."""
+        return max(1, self.nvlink_domain_gpus // self.gpus_per_node)
+
+    @property
+    def nic_gbit_per_s_per_gpu(self) -> float:
+        """Scale-out bandwidth per GPU in Gb/s: all NICs of the node shared by its GPUs."""
+        return self.nics_per_node * self.nic_gbit_per_s / self.gpus_per_node
