@@ -1,19 +1,45 @@
-"""Token-length distributions: fixed, histogram, lognormal (from mean and p90), and traces.
+"""Token-length distributions: fixed, histogram, lognormal (from mean and p90), and empirical.
 
-Every distribution answers ``mean_tokens``, ``quantile_tokens(q)`` and ``sample_tokens(rng, n)``;
-lengths are whole tokens >= 1.
+Every distribution answers ``mean_tokens``, ``quantile_tokens(q)`` (q in [0, 1]) and
+``sample_tokens(rng, n)``; lengths are whole tokens >= 1. ``EmpiricalLength`` holds the observed
+lengths of a trace (one marginal of its (input, output) pairs).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+from statistics import NormalDist
+from typing import Annotated, Any, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
 # z such that Phi(z) = 0.9, to turn a lognormal's p90 into its sigma.
 _Z90 = 1.2815515655446004
+# Largest p90 / mean of any lognormal: p90 / mean = exp(z s - s^2 / 2) peaks at s = z.
+MAX_LOGNORMAL_P90_OVER_MEAN = math.exp(_Z90**2 / 2)  # about 2.27
+
+PositiveTokens = Annotated[int, Field(ge=1)]
+
+
+def _check_q(q: float) -> float:
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile q must be in [0, 1], got {q}")
+    return q
+
+
+class _DerivedArrays:
+    """Holds arrays derived from a model's fields; equality-neutral so model ``==`` compares fields."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self.arrays = arrays
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _DerivedArrays)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class _Dist(BaseModel):
@@ -24,13 +50,14 @@ class FixedLength(_Dist):
     """Every request has the same length."""
 
     kind: Literal["fixed"] = "fixed"
-    tokens: int = Field(ge=1)
+    tokens: PositiveTokens
 
     @property
     def mean_tokens(self) -> float:
         return float(self.tokens)
 
     def quantile_tokens(self, q: float) -> float:
+        _check_q(q)
         return float(self.tokens)
 
     def sample_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -38,78 +65,139 @@ class FixedLength(_Dist):
 
 
 class HistogramLength(_Dist):
-    """Discrete lengths with weights (need not sum to 1)."""
+    """Discrete lengths with weights (need not sum to 1; zero weights allowed, not all zero)."""
 
     kind: Literal["histogram"] = "histogram"
-    tokens: list[int] = Field(min_length=1)
-    weights: list[float] = Field(min_length=1)
+    tokens: list[PositiveTokens] = Field(min_length=1)
+    weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(min_length=1)
+    _derived: _DerivedArrays = PrivateAttr()
 
-    @model_validator(mode="after")
-    def _check(self) -> "HistogramLength":
-        if len(self.tokens) != len(self.weights):
-            raise ValueError(f"tokens has {len(self.tokens)} entries but weights has {len(self.weights)}")
-        if any(t < 1 for t in self.tokens):
-            raise ValueError("every length in tokens must be >= 1")
-        if any(w < 0 for w in self.weights) or sum(self.weights) <= 0:
-            raise ValueError("weights must be >= 0 and not all zero")
-        return self
+    @field_validator("weights")
+    @classmethod
+    def _check_weights(cls, weights: list[float], info: ValidationInfo) -> list[float]:
+        tokens = info.data.get("tokens")
+        if tokens is not None and len(tokens) != len(weights):
+            raise ValueError(f"needs one weight per entry of tokens: {len(tokens)} tokens, {len(weights)} weights")
+        if sum(weights) <= 0:
+            raise ValueError("weights must not all be zero")
+        return weights
 
-    def _sorted(self) -> tuple[np.ndarray, np.ndarray]:
-        order = np.argsort(self.tokens)
-        tokens = np.asarray(self.tokens, dtype=np.int64)[order]
-        probs = np.asarray(self.weights, dtype=float)[order]
-        return tokens, probs / probs.sum()
+    def model_post_init(self, context: Any) -> None:
+        tokens = np.asarray(self.tokens, dtype=np.int64)
+        probs = np.asarray(self.weights, dtype=float)
+        keep = probs > 0  # a zero-weight length can never be drawn, nor be a quantile
+        order = np.argsort(tokens[keep], kind="stable")
+        probs = probs[keep][order]
+        self._derived = _DerivedArrays({"tokens": tokens[keep][order], "probs": probs / probs.sum()})
 
     @property
     def mean_tokens(self) -> float:
-        tokens, probs = self._sorted()
-        return float((tokens * probs).sum())
+        d = self._derived.arrays
+        return float((d["tokens"] * d["probs"]).sum())
 
     def quantile_tokens(self, q: float) -> float:
-        tokens, probs = self._sorted()
-        idx = int(np.searchsorted(np.cumsum(probs), q - 1e-12))
-        return float(tokens[min(idx, len(tokens) - 1)])
+        """Smallest length whose cumulative probability reaches q."""
+        _check_q(q)
+        d = self._derived.arrays
+        idx = int(np.searchsorted(np.cumsum(d["probs"]), q - 1e-12))
+        return float(d["tokens"][min(idx, len(d["tokens"]) - 1)])
 
     def sample_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        tokens, probs = self._sorted()
-        return rng.choice(tokens, size=n, p=probs)
+        d = self._derived.arrays
+        return rng.choice(d["tokens"], size=n, p=d["probs"])
+
+
+class EmpiricalLength(_Dist):
+    """Observed lengths, each equally likely (the marginal of a trace)."""
+
+    kind: Literal["empirical"] = "empirical"
+    tokens: list[PositiveTokens] = Field(min_length=1, description="observed lengths in tokens")
+    _derived: _DerivedArrays = PrivateAttr()
+
+    def model_post_init(self, context: Any) -> None:
+        self._derived = _DerivedArrays({"sorted": np.sort(np.asarray(self.tokens, dtype=np.int64))})
+
+    @property
+    def mean_tokens(self) -> float:
+        return float(self._derived.arrays["sorted"].mean())
+
+    def quantile_tokens(self, q: float) -> float:
+        """Inverted empirical CDF: the smallest observed length with at least a fraction q at or below it."""
+        _check_q(q)
+        values = self._derived.arrays["sorted"]
+        idx = math.ceil(q * len(values) - 1e-9) - 1
+        return float(values[min(max(idx, 0), len(values) - 1)])
+
+    def sample_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.choice(self._derived.arrays["sorted"], size=n)
 
 
 class LognormalLength(_Dist):
-    """Lognormal lengths given by their mean and 90th percentile (p90 > mean), clipped to [1, max_tokens]."""
+    """Lognormal lengths given by their mean and 90th percentile, clipped to [1, max_tokens].
+
+    ``mean`` and ``p90`` (tokens) describe the unclipped lognormal; ``mean_tokens`` accounts for
+    the clip. Of the two lognormals with a given mean and p90 this is the lighter-tailed one
+    (log-space sigma <= 1.28), which requires mean < p90 <= 2.27 x mean. Use
+    :meth:`from_median_p90` when the median is what was measured.
+    """
 
     kind: Literal["lognormal"] = "lognormal"
-    mean: float = Field(gt=0, description="mean length in tokens")
-    p90: float = Field(gt=0, description="90th-percentile length in tokens")
-    max_tokens: int | None = Field(default=None, ge=1)
+    mean: float = Field(gt=0, allow_inf_nan=False, description="mean length in tokens")
+    p90: float = Field(gt=0, allow_inf_nan=False, description="90th-percentile length in tokens")
+    max_tokens: PositiveTokens | None = Field(default=None, description="lengths above this are clipped to it")
 
-    @model_validator(mode="after")
-    def _check(self) -> "LognormalLength":
-        if self.p90 <= self.mean:
-            raise ValueError(f"p90 ({self.p90}) must exceed mean ({self.mean}) for a lognormal")
-        self._params()  # raises when no lognormal has this mean and p90
-        return self
+    @field_validator("p90")
+    @classmethod
+    def _check_p90(cls, p90: float, info: ValidationInfo) -> float:
+        mean = info.data.get("mean")
+        if mean is None:
+            return p90
+        if p90 <= mean:
+            raise ValueError(f"p90 must exceed the mean ({mean:g}) for a lognormal; use fixed for constant lengths")
+        if p90 > mean * MAX_LOGNORMAL_P90_OVER_MEAN * (1 + 1e-12):
+            raise ValueError(
+                f"p90 is {p90 / mean:.2f}x the mean ({mean:g}); a lognormal's p90 is at most "
+                f"{MAX_LOGNORMAL_P90_OVER_MEAN:.2f}x its mean. Lower p90, give median instead of mean, "
+                "or use a histogram or a trace"
+            )
+        return p90
+
+    @classmethod
+    def from_median_p90(cls, median: float, p90: float, max_tokens: int | None = None) -> "LognormalLength":
+        """The lognormal with this median and p90 (tokens); needs median < p90 <= 5.17 x median."""
+        if not 0 < median < p90:
+            raise ValueError(f"needs 0 < median < p90, got median {median:g} and p90 {p90:g}")
+        sigma = math.log(p90 / median) / _Z90
+        if sigma > _Z90:
+            raise ValueError(
+                f"p90 is {p90 / median:.2f}x the median; at most {math.exp(_Z90**2):.2f}x is supported "
+                "(heavier tails: use a histogram or a trace)"
+            )
+        return cls(mean=median * math.exp(sigma**2 / 2), p90=p90, max_tokens=max_tokens)
 
     def _params(self) -> tuple[float, float]:
+        """(mu, sigma) of the underlying normal."""
         # mean = exp(mu + s^2/2), p90 = exp(mu + z s)  =>  s^2/2 - z s + ln(p90/mean) = 0
-        c = math.log(self.p90 / self.mean)
-        disc = _Z90**2 - 2 * c
-        if disc < 0:
-            raise ValueError(f"no lognormal has mean {self.mean} and p90 {self.p90}; p90 is too far above the mean")
+        disc = max(_Z90**2 - 2 * math.log(self.p90 / self.mean), 0.0)
         sigma = _Z90 - math.sqrt(disc)
-        mu = math.log(self.mean) - sigma**2 / 2
-        return mu, sigma
+        return math.log(self.mean) - sigma**2 / 2, sigma
 
     @property
     def mean_tokens(self) -> float:
-        return float(self.mean)
+        if self.max_tokens is None:
+            return float(self.mean)
+        # E[min(X, M)] = E[X; X < M] + M P(X >= M) for X lognormal(mu, s)
+        mu, sigma = self._params()
+        log_cap = math.log(self.max_tokens)
+        phi = NormalDist().cdf
+        below = self.mean * phi((log_cap - mu - sigma**2) / sigma)
+        return float(below + self.max_tokens * (1 - phi((log_cap - mu) / sigma)))
 
     def quantile_tokens(self, q: float) -> float:
-        from statistics import NormalDist
-
+        _check_q(q)
         mu, sigma = self._params()
-        value = math.exp(mu + sigma * NormalDist().inv_cdf(min(max(q, 1e-9), 1 - 1e-9)))
-        return float(min(value, self.max_tokens) if self.max_tokens else value)
+        value = math.exp(mu + sigma * NormalDist().inv_cdf(min(max(q, 1e-12), 1 - 1e-12)))
+        return float(min(max(value, 1.0), self.max_tokens or math.inf))
 
     def sample_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
         mu, sigma = self._params()
@@ -118,5 +206,12 @@ class LognormalLength(_Dist):
 
 
 LengthDistribution = Annotated[
-    Union[FixedLength, HistogramLength, LognormalLength], Field(discriminator="kind")
+    Union[FixedLength, HistogramLength, LognormalLength, EmpiricalLength], Field(discriminator="kind")
 ]
+
+DISTRIBUTION_KINDS: dict[str, type[_Dist]] = {
+    "fixed": FixedLength,
+    "histogram": HistogramLength,
+    "lognormal": LognormalLength,
+    "empirical": EmpiricalLength,
+}

@@ -1,25 +1,38 @@
-"""SLO: percentile targets for TTFT and TPOT plus the fraction of requests that must meet both."""
+"""SLO: percentile targets for TTFT and TPOT plus the fraction of requests that must meet both.
+
+Targets map a percentile key (``p50``, ``p90``, ``p99``, ``p99.9``: strictly between p0 and
+p100) to a latency in milliseconds, e.g. ``ttft_ms: {p90: 1000}``.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+_KEY_FORMAT = "percentile keys look like p50, p90, p99 or p99.9"
 
 
-def _check_targets(targets: dict[str, float]) -> dict[str, float]:
-    if not targets:
-        raise ValueError("give at least one percentile target, e.g. {p90: 1000}")
-    for key, value in targets.items():
-        if not key.startswith("p"):
-            raise ValueError(f"percentile key {key!r} must look like p50, p90, p99 or p99.9")
-        try:
-            pct = float(key[1:])
-        except ValueError:
-            raise ValueError(f"percentile key {key!r} must look like p50, p90, p99 or p99.9") from None
-        if not 0 < pct < 100:
-            raise ValueError(f"percentile {key!r} must be strictly between p0 and p100")
-        if not value > 0:
-            raise ValueError(f"target for {key} must be > 0 ms, got {value}")
-    return dict(sorted(targets.items(), key=lambda kv: float(kv[0][1:])))
+def percentile_of_key(key: str) -> float:
+    """'p90' -> 90.0; 'p99.9' -> 99.9. Raises ValueError for anything else."""
+    if not isinstance(key, str) or key[:1] not in ("p", "P"):
+        raise ValueError(_KEY_FORMAT)
+    try:
+        pct = float(key[1:])
+    except ValueError:
+        raise ValueError(_KEY_FORMAT) from None
+    if not 0 < pct < 100:
+        raise ValueError(f"percentile must be strictly between p0 and p100 ({_KEY_FORMAT})")
+    return pct
+
+
+def _percentile_key(key: Any) -> str:
+    percentile_of_key(key)
+    return key.lower()
+
+
+PercentileKey = Annotated[str, BeforeValidator(_percentile_key)]
+LatencyTargetMs = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class SLO(BaseModel):
@@ -27,25 +40,34 @@ class SLO(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ttft_ms: dict[str, float] = Field(description="percentile -> time to first token target in ms")
-    tpot_ms: dict[str, float] = Field(description="percentile -> time per output token target in ms")
+    ttft_ms: dict[PercentileKey, LatencyTargetMs] = Field(
+        description="percentile -> time to first token target in ms"
+    )
+    tpot_ms: dict[PercentileKey, LatencyTargetMs] = Field(
+        description="percentile -> time per output token target in ms"
+    )
     attainment: float = Field(default=0.9, gt=0, le=1, description="fraction of requests that must meet both")
 
-    _check_ttft = field_validator("ttft_ms")(_check_targets)
-    _check_tpot = field_validator("tpot_ms")(_check_targets)
+    @field_validator("ttft_ms", "tpot_ms")
+    @classmethod
+    def _sorted_targets(cls, targets: dict[str, float]) -> dict[str, float]:
+        if not targets:
+            raise ValueError("give at least one percentile target, e.g. {p90: 1000}")
+        return dict(sorted(targets.items(), key=lambda kv: percentile_of_key(kv[0])))
 
     @staticmethod
     def percentile_fraction(key: str) -> float:
         """'p90' -> 0.90."""
-        return float(key[1:]) / 100.0
+        return percentile_of_key(key) / 100.0
 
     @property
     def strictest_ttft(self) -> tuple[float, float]:
         """(quantile in (0,1), target in ms) of the TTFT target with the highest percentile."""
-        key = max(self.ttft_ms, key=lambda k: float(k[1:]))
+        key = max(self.ttft_ms, key=percentile_of_key)
         return self.percentile_fraction(key), self.ttft_ms[key]
 
     @property
     def strictest_tpot(self) -> tuple[float, float]:
-        key = max(self.tpot_ms, key=lambda k: float(k[1:]))
+        """(quantile in (0,1), target in ms) of the TPOT target with the highest percentile."""
+        key = max(self.tpot_ms, key=percentile_of_key)
         return self.percentile_fraction(key), self.tpot_ms[key]
