@@ -50,6 +50,11 @@ class ModelSpec(BaseModel):
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
+    # Sparse attention (DeepSeek sparse attention in GLM-5): a small indexer scores every cached
+    # token with its own key cache, then the main attention reads only the top-k tokens.
+    indexer_num_heads: int = Field(default=0, ge=0)
+    indexer_head_dim: int = Field(default=0, ge=0, description="indexer key size, cached per token per layer")
+    indexer_topk_tokens: int | None = Field(default=None, gt=0, description="tokens the main attention reads")
 
     # Layer kinds: full + sliding + linear == num_layers.
     num_full_attention_layers: int = Field(ge=0)
@@ -77,6 +82,9 @@ class ModelSpec(BaseModel):
     expert_native_precision: Precision | None = Field(
         default=None, description="precision experts ship in when fixed by the checkpoint (gpt-oss: fp4)"
     )
+    checkpoint_precision: Precision = Field(
+        default="bf16", description="precision most weights of the published checkpoint are stored in"
+    )
 
     @model_validator(mode="after")
     def _check_layers(self) -> "ModelSpec":
@@ -95,6 +103,8 @@ class ModelSpec(BaseModel):
             raise ValueError("sliding-window layers need sliding_window_tokens")
         if self.attention_kind == "mla" and not (self.kv_lora_rank and self.qk_rope_head_dim):
             raise ValueError("MLA needs kv_lora_rank and qk_rope_head_dim")
+        if bool(self.indexer_num_heads and self.indexer_head_dim) != bool(self.indexer_topk_tokens):
+            raise ValueError("a sparse-attention indexer needs indexer_num_heads, indexer_head_dim and indexer_topk_tokens")
         return self
 
     # ---------------------------------------------------------------- structure
@@ -128,11 +138,22 @@ class ModelSpec(BaseModel):
             kv_down = h * (self.kv_lora_rank + rope)
             kv_up = self.kv_lora_rank * nq * (nope + self._v_dim)
             out = nq * self._v_dim * h
-            return q_proj + kv_down + kv_up + out
+            return q_proj + kv_down + kv_up + out + self._indexer_params
         q = h * nq * self.head_dim * (2 if self.attention_output_gate else 1)
         kv = 2 * h * self.num_kv_heads * self.head_dim
         out = nq * self.head_dim * h
         return q + kv + out
+
+    @property
+    def _indexer_params(self) -> int:
+        """Sparse-attention indexer: query up-projection, key projection, per-head weights."""
+        if not self.indexer_num_heads:
+            return 0
+        q_in = self.q_lora_rank or self.hidden_size
+        wq = q_in * self.indexer_num_heads * self.indexer_head_dim
+        wk = self.hidden_size * self.indexer_head_dim
+        head_weights = self.hidden_size * self.indexer_num_heads
+        return wq + wk + head_weights
 
     @cached_property
     def linear_attention_params_per_layer(self) -> int:
@@ -179,7 +200,8 @@ class ModelSpec(BaseModel):
     @cached_property
     def attention_params(self) -> int:
         """All mixer parameters: softmax and linear attention blocks, norms included."""
-        norms = 2 * self.hidden_size * self.num_layers
+        # Two RMSNorms per layer plus the final norm before the output head.
+        norms = 2 * self.hidden_size * self.num_layers + self.hidden_size
         return (
             self.num_attention_layers * self.attention_params_per_layer
             + self.num_linear_attention_layers * self.linear_attention_params_per_layer
@@ -229,7 +251,8 @@ class ModelSpec(BaseModel):
     def kv_values_per_token_per_layer(self) -> int:
         """Values cached per token in one softmax-attention layer, summed over KV heads."""
         if self.attention_kind == "mla":
-            return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
+            # The latent (kv_lora_rank) plus the shared RoPE key, and the indexer key under DSA.
+            return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0) + self.indexer_head_dim
         return self.num_kv_heads * (self.head_dim + self._v_dim)
 
     def kv_cache_bytes_per_token(self, kv_precision: Precision = "bf16") -> float:
@@ -264,12 +287,33 @@ class ModelSpec(BaseModel):
         return 2.0 * (self.active_params - lookup)
 
     def attention_flops_per_token(self, context_tokens: float) -> float:
-        """Softmax-attention FLOPs (QK^T and PV) of one token attending to ``context_tokens``."""
-        qk_dim = self.head_dim
-        per_layer = 2.0 * self.num_attention_heads * (qk_dim + self._v_dim)
+        """Softmax-attention FLOPs (QK^T and PV) of one token attending to ``context_tokens``.
+
+        Under sparse attention the main attention reads only ``indexer_topk_tokens`` tokens while
+        the indexer scores all of them (one dot product per indexer head and cached token).
+        """
+        per_layer = 2.0 * self.num_attention_heads * (self.head_dim + self._v_dim)
         window = min(context_tokens, self.sliding_window_tokens or 0)
-        return per_layer * (self.num_full_attention_layers * context_tokens + self.num_sliding_window_layers * window)
+        full_tokens = min(context_tokens, self.indexer_topk_tokens or context_tokens)
+        indexer = 2.0 * self.indexer_num_heads * self.indexer_head_dim * context_tokens
+        return self.num_full_attention_layers * (per_layer * full_tokens + indexer) + (
+            self.num_sliding_window_layers * per_layer * window
+        )
+
+    @property
+    def linear_attention_flops_per_token(self) -> float:
+        """Recurrent-state FLOPs of the linear-attention layers for one token (context-independent).
+
+        Per value head the Gated DeltaNet step decays the key x value state (1 FLOP per entry),
+        reads it with the key and the query (2 + 2) and adds a rank-1 update (2): 7 per entry.
+        """
+        state_values = self.linear_num_value_heads * self.linear_key_head_dim * self.linear_value_head_dim
+        return 7.0 * state_values * self.num_linear_attention_layers
 
     def flops_per_token(self, context_tokens: float = 0.0) -> float:
         """Total forward FLOPs of one token at a given context length."""
-        return self.matmul_flops_per_token + self.attention_flops_per_token(context_tokens)
+        return (
+            self.matmul_flops_per_token
+            + self.attention_flops_per_token(context_tokens)
+            + self.linear_attention_flops_per_token
+        )
