@@ -1,0 +1,114 @@
+"""Every generated manifest parses with yaml.safe_load_all and has the fields Kubernetes requires."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from layoutopt.report.emit import render
+from test_report_helpers import MODEL_IDS, PLAN_NAMES, fixture_plan
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+WORKLOAD_API = {"Deployment": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1", "Service": "v1"}
+CASES = [(name, engine) for name in PLAN_NAMES for engine in ("vllm", "sglang")]
+
+
+def _manifests(name: str, engine: str = "vllm") -> dict[str, list[dict]]:
+    plan = fixture_plan(name)
+    files = render(plan, engine=engine, model_id=MODEL_IDS[plan.model], namespace="llm", plots=False)
+    return {path: list(yaml.safe_load_all(text)) for path, text in files.items() if path.startswith("k8s/")}
+
+
+def _check_pod_template(template: dict, role: str) -> None:
+    assert template["metadata"]["labels"]["layoutopt.io/role"] == role
+    spec = template["spec"]
+    assert spec["containers"], "a pod needs a container"
+    for container in spec["containers"]:
+        assert container["name"] and container["image"] and container["command"]
+        limits = container["resources"]["limits"]
+        gpu_keys = [k for k in limits if k in ("nvidia.com/gpu", "amd.com/gpu")]
+        assert len(gpu_keys) == 1 and limits[gpu_keys[0]] >= 1
+        assert container["resources"]["requests"] == limits
+        mounts = {m["name"] for m in container.get("volumeMounts", [])}
+        assert mounts <= {v["name"] for v in spec.get("volumes", [])}
+
+
+@pytest.mark.parametrize(("name", "engine"), CASES)
+def test_manifests_have_required_fields(name, engine):
+    plan = fixture_plan(name)
+    manifests = _manifests(name, engine)
+    assert len(manifests) == len(plan.pools), "one file per pool"
+    for path, docs in manifests.items():
+        kinds = [doc["kind"] for doc in docs]
+        assert kinds[-1] == "Service" and len(kinds) == 2
+        for doc in docs:
+            assert doc["apiVersion"] == WORKLOAD_API[doc["kind"]]
+            assert DNS_LABEL.match(doc["metadata"]["name"]), doc["metadata"]["name"]
+            assert doc["metadata"]["namespace"] == "llm"
+            assert isinstance(doc["spec"], dict)
+        workload, service = docs
+        role = workload["metadata"]["labels"]["layoutopt.io/role"]
+        assert role in ("prefill", "decode", "colocated")
+        if workload["kind"] == "Deployment":
+            spec = workload["spec"]
+            assert spec["replicas"] >= 1
+            selector = spec["selector"]["matchLabels"]
+            assert selector.items() <= spec["template"]["metadata"]["labels"].items()
+            _check_pod_template(spec["template"], role)
+        else:
+            group = workload["spec"]["leaderWorkerTemplate"]
+            assert group["size"] >= 2
+            _check_pod_template(group["leaderTemplate"], role)
+            _check_pod_template(group["workerTemplate"], role)
+        assert service["spec"]["ports"][0]["port"] > 0
+        assert service["spec"]["selector"]["layoutopt.io/pool"] == workload["metadata"]["name"]
+
+
+def _node_terms(pod_spec: dict) -> dict[str, list[str]]:
+    terms = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return {e["key"]: e["values"] for e in terms["nodeSelectorTerms"][0]["matchExpressions"]}
+
+
+def test_placement_becomes_hostname_affinity():
+    manifests = _manifests("disaggregated")
+    prefill = next(d for p, d in manifests.items() if "prefill" in p)[0]
+    decode = next(d for p, d in manifests.items() if "decode" in p)[0]
+    assert _node_terms(prefill["spec"]["template"]["spec"]) == {
+        "kubernetes.io/hostname": ["gpu-node-01"], "nvidia.com/gpu.product": ["NVIDIA-H100-80GB-HBM3"]}
+    assert _node_terms(decode["spec"]["template"]["spec"])["kubernetes.io/hostname"] == ["gpu-node-02"]
+    assert prefill["spec"]["replicas"] == 2
+
+
+def test_multi_node_instance_is_a_leader_worker_set_with_gpus_per_node():
+    (docs,) = _manifests("multinode_pp").values()
+    lws = docs[0]
+    assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["replicas"] == 1
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == 2
+    leader = group["leaderTemplate"]["spec"]["containers"][0]
+    worker = group["workerTemplate"]["spec"]["containers"][0]
+    assert leader["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert "ray start --head" in leader["command"][2] and "vllm serve" in leader["command"][2]
+    assert '"--address=${LWS_LEADER_ADDRESS}:6379"' in worker["command"][2]
+    assert "ports" in leader and "ports" not in worker
+    assert docs[1]["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+
+
+def test_sglang_workers_take_their_rank_from_lws():
+    (docs,) = _manifests("multinode_pp", "sglang").values()
+    worker = docs[0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert '--node-rank "${LWS_WORKER_INDEX}"' in worker["command"][2]
+    assert '--dist-init-addr "${LWS_LEADER_ADDRESS}:20000"' in worker["command"][2]
+
+
+def test_no_yaml_anchors_and_amd_resource():
+    from layoutopt.report.kubernetes import gpu_resource
+
+    plan = fixture_plan("colocated")
+    text = next(t for p, t in render(plan, model_id="m", plots=False).items() if p.startswith("k8s/"))
+    assert "&id" not in text and "*id" not in text
+    assert gpu_resource("MI300X")["resource"] == "amd.com/gpu"
+    assert gpu_resource("MI999")["resource"] == "amd.com/gpu"
+    assert gpu_resource("H100-SXM")["resource"] == "nvidia.com/gpu"
