@@ -1,0 +1,30 @@
+"""Plans the optimizer says meet the SLO meet it in simulation at their planned rate."""
+
+from __future__ import annotations
+
+import pytest
+
+from layoutopt import api
+from layoutopt.simulator.run import simulate
+from layoutopt.workloads.presets import preset_workload
+from layoutopt.workloads.slo import SLO
+
+SLO_CHAT = SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 50}, attainment=0.9)
+
+# (model, budget, workload preset, mode)
+SCENARIOS = [
+    ("qwen3-32b", "16xH100", "chat", "auto"),
+    ("qwen3-32b", "16xH100", "chat", "disaggregated"),
+    ("qwen3-30b-a3b", "8xH100", "chat", "auto"),
+    ("llama-3.1-70b", "32xH100", "rag", "auto"),
+]
+
+
+@pytest.mark.parametrize("model,budget,preset,mode", SCENARIOS, ids=[" ".join(s) for s in SCENARIOS])
+def test_optimizer_plans_meet_their_slo_in_simulation(model, budget, preset, mode):
+    plan = api.solve(model=model, budget=budget, slo=SLO_CHAT, workload=preset_workload(preset), mode=mode)
+    assert plan.status in ("optimal", "feasible") and plan.totals is not None
+    result = simulate(plan, num_requests=5000, seed=0)
+    assert result.rate_rps == pytest.approx(plan.totals.goodput_rps)
+    assert result.meets_slo, (plan.pools, result.ttft_ms, result.tpot_ms, result.slo_attainment)
+    assert all(pool.queue_growth_per_s < 1.0 for pool in result.pools)
