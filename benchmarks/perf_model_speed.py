@@ -1,0 +1,105 @@
+"""How many candidate layouts the performance model evaluates per second on one core.
+
+One evaluation = the memory fit (``max_batch_size``) at the workload's context + the prefill time
+of one prompt + decode step times over a grid of batch sizes (one vectorized call). Candidates are
+the product of a few models, GPUs, parallel degrees and precisions, filtered by ``check_layout``
+beforehand, the way the optimizer enumerates them. Two figures:
+
+- cold: every candidate seen for the first time (per-candidate constants computed, caches empty);
+- warm: the same candidates again (what repeated sweeps over workloads and SLOs pay).
+
+Target: >= 10,000 evaluations per second.
+
+    python benchmarks/perf_model_speed.py [--seconds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+
+import numpy as np
+
+from layoutopt.errors import LayoutError
+from layoutopt.hardware_catalog.catalog import get_gpu
+from layoutopt.model_catalog import get_model
+from layoutopt.perf_model import memory
+from layoutopt.perf_model.compute import forward_coefficients
+from layoutopt.perf_model.layout import Layout
+from layoutopt.perf_model.step import decode_step_time_array, prefill_time
+
+MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-v3", "qwen3.5-397b-a17b",
+          "gpt-oss-120b")
+GPUS = ("H100", "H200", "B200")
+BATCH_GRID = np.array([1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024], dtype=float)
+PROMPT_TOKENS, CONTEXT_TOKENS = 2048, 2560
+
+
+def candidates():
+    """(model, gpu, layout) triples that pass the layout rules."""
+    found = []
+    for model_name, gpu_name in itertools.product(MODELS, GPUS):
+        model, gpu = get_model(model_name), get_gpu(gpu_name)
+        eps = (1, 2, 4, 8) if model.is_moe else (1,)
+        dps = (1, 2, 4) if model.is_moe else (1,)
+        for tp, pp, ep, dp, precision in itertools.product((1, 2, 4, 8), (1, 2), eps, dps, ("bf16", "fp8")):
+            if (tp * dp) % ep:
+                continue
+            layout = Layout(tp_size=tp, pp_size=pp, ep_size=ep, dp_size=dp, weight_precision=precision)
+            try:
+                memory.check_layout(model, gpu, layout)
+            except LayoutError:
+                continue
+            found.append((model, gpu, layout))
+    return found
+
+
+def evaluate(model, gpu, layout) -> float:
+    """One candidate evaluation; returns the best decode throughput it found (tokens/s)."""
+    fits = memory.max_batch_size(model, gpu, layout, CONTEXT_TOKENS)
+    if fits < 1:
+        return 0.0
+    prefill_time(model, gpu, layout, PROMPT_TOKENS)
+    batches = BATCH_GRID[BATCH_GRID <= fits]
+    step_s = decode_step_time_array(model, gpu, layout, batches, np.array([CONTEXT_TOKENS]))
+    return float(np.max(batches / step_s))
+
+
+def clear_caches() -> None:
+    forward_coefficients.cache_clear()
+    memory._coefficients.cache_clear()
+
+
+def rate(cands, seconds: float, cold: bool) -> float:
+    """Best evaluations per CPU-second of this process over passes through all candidates.
+
+    CPU time (not wall time) and best-of-passes (as ``timeit`` does) keep other processes on a
+    shared machine from blurring the single-core figure.
+    """
+    best, deadline = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        if cold:
+            clear_caches()
+        start = time.process_time()
+        for model, gpu, layout in cands:
+            evaluate(model, gpu, layout)
+        best = max(best, len(cands) / max(time.process_time() - start, 1e-9))
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="wall time per measurement")
+    args = parser.parse_args()
+    cands = candidates()
+    for model, gpu, layout in cands:  # warm the model specs' cached properties and the catalogs
+        evaluate(model, gpu, layout)
+    cold = rate(cands, args.seconds, cold=True)
+    warm = rate(cands, args.seconds, cold=False)
+    print(f"{len(cands)} candidates, batch grid of {len(BATCH_GRID)} sizes")
+    print(f"cold: {cold:,.0f} evaluations/s   warm: {warm:,.0f} evaluations/s per core (target >= 10,000/s)")
+
+
+if __name__ == "__main__":
+    main()

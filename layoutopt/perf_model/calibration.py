@@ -1,0 +1,149 @@
+"""Every efficiency, overhead and physical constant of the performance model, with its source.
+
+Two kinds live here:
+
+- ``EngineProfile``: what differs between serving engines (vLLM, SGLang, TensorRT-LLM), loaded
+  from ``data/engine_profiles.yaml`` and meant to be refit against
+  ``reference/measurements/h100_sxm.csv`` (globally per engine, never per model).
+- Module constants: facts of links, collectives and runtimes that do not depend on the engine.
+
+Source keys in brackets resolve in ``reference/hardware_and_models.md``; ``[estimate]`` marks an
+engineering estimate without a primary source.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from layoutopt.errors import unknown_name_error
+
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+
+
+class EngineProfile(BaseModel):
+    """Calibration constants of one serving engine (see ``data/engine_profiles.yaml``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    gemm_efficiency: float = Field(gt=0, le=1, description="achieved / peak dense FLOPs on large GEMMs")
+    gemm_half_efficiency_tokens: float = Field(
+        ge=0, description="GEMM rows at which efficiency is half the large-GEMM value (tile waste)"
+    )
+    attention_efficiency: float = Field(gt=0, le=1, description="prefill flash-attention FLOPs efficiency")
+    memory_efficiency: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth, streaming reads")
+    step_overhead_ms: float = Field(ge=0, description="per forward step: scheduler, sampling, launch")
+    layer_overhead_us: float = Field(ge=0, description="per layer per step, not hidden by CUDA graphs")
+    allreduce_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")
+    alltoall_latency_us: float = Field(ge=0, description="fixed cost of one EP dispatch or combine")
+    moe_imbalance: float = Field(ge=1, description="hot-expert max/mean load per expert-parallel rank")
+    max_num_batched_tokens: int = Field(gt=0, description="tokens per step activation memory is sized for")
+    runtime_reserve_gib: float = Field(ge=0, description="CUDA context, graphs, allocator slack per GPU")
+    nccl_buffer_gib: float = Field(ge=0, description="communicator buffers per GPU of a multi-GPU instance")
+    source: str = Field(description="provenance of the numbers")
+
+
+@lru_cache(maxsize=1)
+def _load_profiles() -> dict[str, EngineProfile]:
+    text = resources.files("layoutopt.perf_model").joinpath("data/engine_profiles.yaml").read_text()
+    raw = yaml.safe_load(text)
+    return {name: EngineProfile(name=name, **fields) for name, fields in raw.items()}
+
+
+def get_engine_profile(engine: str) -> EngineProfile:
+    """The calibration of ``engine`` ('vllm', 'sglang', 'trtllm'); unknown names raise InputError."""
+    profiles = _load_profiles()
+    profile = profiles.get(engine) or profiles.get(engine.lower())
+    if profile is None:
+        raise unknown_name_error("engine", engine, profiles)
+    return profile
+
+
+# An engine by name ('vllm', 'sglang', 'trtllm') or a profile object (e.g. a trial while fitting).
+EngineLike = str | EngineProfile
+
+
+def resolve_engine(engine: EngineLike) -> EngineProfile:
+    """A profile given by name, or the profile itself (trial profiles while fitting need no registry)."""
+    return engine if isinstance(engine, EngineProfile) else get_engine_profile(engine)
+
+
+def list_engines() -> list[str]:
+    return sorted(_load_profiles())
+
+
+# ---------------------------------------------------------------------------------------------
+# Numeric formats of activations and runtime buffers.
+
+# Activations, all-reduce payloads and EP dispatch/combine travel in BF16 (2 bytes per value).
+ACTIVATION_BYTES_PER_VALUE = 2.0
+# Sampler logits are FP32 [estimate: vLLM/SGLang upcast logits before sampling].
+LOGIT_BYTES_PER_VALUE = 4.0
+# Sequences per step the sampler buffer is sized for: vLLM's default max_num_seqs (256) [estimate].
+SAMPLER_MAX_NUM_SEQS = 256
+# Hidden-size vectors read or written per token per layer outside weight GEMMs (residual add,
+# two norms, rotary, attention output, GEMM inputs/outputs) [estimate: count of elementwise ops].
+ACTIVATION_IO_HIDDEN_VECTORS_PER_LAYER = 10.0
+# Peak live activations per token during the profiling forward pass, in hidden-size vectors, on top
+# of the FFN's gate/up output (2 x intermediate / tp) [estimate: residual, normed input, q/k/v, out].
+ACTIVATION_PEAK_HIDDEN_VECTORS = 4.0
+# Gated DeltaNet prefill (chunked algorithm) costs more FLOPs per token than the recurrent step the
+# model spec counts; chunk size 64 makes it about this multiple [estimate: fla chunk_gated_delta_rule].
+LINEAR_ATTENTION_PREFILL_FLOPS_MULTIPLE = 2.0
+
+# ---------------------------------------------------------------------------------------------
+# Links and collectives.
+
+# Fraction of a link's per-direction line rate that large collectives reach.
+# nvlink: NCCL maintainer, ~20% protocol overhead -> ~370 of 450 GB/s on H100 for ring and
+#   non-all-reduce collectives [NCCL212]; A100 231.6/300 = 0.77 [AZ-A100]; GB200 ring 0.76 [AZ-GB200].
+#   (NVLS all-reduce reaches 479 GB/s busbw on H100 [AZ-H100]; engines' custom kernels do not use it
+#   for most message sizes, so the ring figure is the conservative choice.)
+# network: 46-48 GB/s per 400 Gb/s NDR NIC through NCCL = 0.92-0.96 [NCCL290].
+# pcie: Gen5 x16 peer-to-peer through a switch [estimate].
+LINK_EFFICIENCY: dict[str, float] = {"nvlink": 0.82, "pcie": 0.80, "network": 0.94}
+# All-reduce on NVSwitch runs NVLS (in-switch reduction) and beats the line rate in bus-bandwidth
+# terms: 478.9 GB/s on 8 x H100 [AZ-H100], 480.0 on 8 x H200 [AZ-H200], both of 450 -> 1.064
+# [NCCL212: "NVLS all-reduce peak busbw ~480 GB/s"]. A100 (no NVLS) reaches 0.77 [AZ-A100]: the
+# model overestimates its large all-reduces by that ratio.
+ALLREDUCE_LINK_EFFICIENCY: dict[str, float] = {"nvlink": 478.9 / 450.0, "pcie": 0.80, "network": 0.94}
+# One-way latency of one hop [estimate: NVSwitch ~1 us, PCIe switch ~2 us, IB NDR HCA+switch ~5 us].
+LINK_LATENCY_US: dict[str, float] = {"nvlink": 1.0, "pcie": 2.0, "network": 5.0}
+# GPUs a PCIe-only server (scale-up domain 1) holds behind its PCIe switches [estimate: 8-GPU boxes].
+PCIE_SERVER_GPUS = 8
+
+# Message-size dependence of collective bandwidth. Measured H100 8-GPU NCCL all-reduce bus
+# bandwidth (NVLS, NCCL 2.18.5) [AZ-H100]: message bytes -> busbw GB/s.
+H100_ALLREDUCE_BUSBW_GB_PER_S: tuple[tuple[float, float], ...] = (
+    (2.0**20, 43.7),
+    (8 * 2.0**20, 172.0),
+    (64 * 2.0**20, 362.0),
+    (512 * 2.0**20, 438.0),
+    (8 * 2.0**30, 478.9),
+)
+# NCCL's own fixed cost per all-reduce, removed from the measurements above so the curve describes
+# bandwidth only (the engine's latency is added separately) [estimate: ~20 us NCCL launch + sync].
+NCCL_ALLREDUCE_LATENCY_US = 20.0
+_RING_FACTOR_8_GPUS = 2.0 * 7 / 8
+
+
+def _bandwidth_saturation_table() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(log message bytes, fraction of the asymptotic bandwidth) derived from the H100 curve."""
+    logs, effective = [], []
+    for message_bytes, busbw in H100_ALLREDUCE_BUSBW_GB_PER_S:
+        time_s = message_bytes * _RING_FACTOR_8_GPUS / (busbw * 1e9)
+        bandwidth_only_s = time_s - NCCL_ALLREDUCE_LATENCY_US * 1e-6
+        logs.append(math.log(message_bytes))
+        effective.append(message_bytes * _RING_FACTOR_8_GPUS / bandwidth_only_s)
+    top = effective[-1]
+    return tuple(logs), tuple(e / top for e in effective)
+
+
+# Fraction of the asymptotic collective bandwidth a message of a given size reaches (log-linear in
+# message size between the measured points, flat outside them). Derived, not fitted.
+BANDWIDTH_SATURATION_LOG_BYTES, BANDWIDTH_SATURATION_FRACTION = _bandwidth_saturation_table()

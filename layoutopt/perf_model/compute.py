@@ -1,0 +1,341 @@
+"""Roofline cost of one forward pass on one GPU of an instance, op group by op group.
+
+For every op group time = max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x efficiency))
+(DESIGN section 5), summed over groups, plus collectives and fixed overheads. Quantities are per
+GPU of one pipeline stage and summed over the stages ("one GPU column"): a pass through all stages
+costs the column's time, one stage costs 1/pp of it.
+
+``ForwardCoefficients`` holds everything that depends only on (model, GPU, layout, engine); it is
+computed once and cached, so evaluating a step is a few float (or numpy array) operations.
+``forward_pass_costs`` accepts floats or numpy arrays for every per-step quantity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache, wraps
+
+import numpy as np
+
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import BYTES_PER_VALUE, ModelSpec
+from layoutopt.perf_model import collectives as coll
+from layoutopt.perf_model.calibration import (
+    ACTIVATION_BYTES_PER_VALUE,
+    ACTIVATION_IO_HIDDEN_VECTORS_PER_LAYER,
+    LINEAR_ATTENTION_PREFILL_FLOPS_MULTIPLE,
+    EngineLike,
+    EngineProfile,
+    resolve_engine,
+)
+from layoutopt.perf_model.layout import Layout
+from layoutopt.perf_model.links import Link, intra_instance_link, pipeline_link
+
+
+def _max(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.maximum(a, b)
+    return a if a > b else b
+
+
+def _min(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.minimum(a, b)
+    return a if a < b else b
+
+
+def _roofline(flop_s, byte_s):
+    """(compute part, memory part) of one op group: the larger of the two limits, attributed."""
+    if isinstance(flop_s, np.ndarray) or isinstance(byte_s, np.ndarray):
+        is_compute = flop_s >= byte_s
+        return np.where(is_compute, flop_s, 0.0), np.where(is_compute, 0.0, byte_s)
+    return (flop_s, 0.0) if flop_s >= byte_s else (0.0, byte_s)
+
+
+def _roofline_total(flop_s, byte_s):
+    """(roofline time, 0): the total without attributing it."""
+    return _max(flop_s, byte_s), 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# How a layout shards the model.
+
+
+def expert_bytes_per_value(model: ModelSpec, precision: str) -> float:
+    """Bytes per routed-expert weight: the checkpoint's native format unless ``precision`` is smaller."""
+    served = BYTES_PER_VALUE[precision]
+    if model.expert_native_precision is None:
+        return served
+    return min(served, BYTES_PER_VALUE[model.expert_native_precision])
+
+
+def kv_head_share(model: ModelSpec, layout: Layout) -> float:
+    """Fraction of a layer's KV heads one TP rank stores: 1/min(tp, kv heads) (replicated beyond)."""
+    if model.attention_kind == "mla":
+        return 1.0  # one latent cache shared by all heads, replicated on every TP rank
+    return 1.0 / min(layout.tp_size, model.num_kv_heads)
+
+
+def context_shards(layout: Layout) -> int:
+    """Ranks a sequence's KV is split over along the sequence (vLLM interleaves it over dcp x pcp)."""
+    return layout.dcp_size * layout.pcp_size
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardCoefficients:
+    """Per-GPU-column constants of one instance; see the module docstring."""
+
+    profile: EngineProfile
+    tp: int
+    dp: int
+    ep: int
+    moe_tp: int
+    pp: int
+    dcp: int
+    pcp: int
+    num_layers: int
+    hidden_size: int
+    link: Link                         # TP, EP and DCP collectives (tp x dp GPUs)
+    cp_link: Link                      # PCP exchanges (the whole stage: tp x dp x pcp GPUs)
+    pp_link: Link                      # between pipeline stages (NVLink when the instance fits a domain)
+    # Dense GEMMs (attention projections, dense FFN, shared experts, router) and the output head.
+    gemm_flops_per_s: float            # peak x efficiency, weight precision
+    dense_weight_bytes: float
+    dense_flops_per_token: float
+    head_weight_bytes: float
+    head_flops_per_logit: float
+    activation_io_bytes_per_token: float
+    # Routed experts.
+    num_experts: int
+    experts_per_token: int
+    num_moe_layers: int
+    expert_slice_bytes: float          # one expert's slice on one rank, one layer
+    expert_slice_flops_per_token: float
+    # Attention core.
+    attention_flops_per_s: float       # BF16 peak x attention efficiency
+    hbm_bytes_per_s: float             # peak x memory efficiency
+    attn_flops_per_ctx_token_full: float       # prefill form
+    decode_attn_flops_per_ctx_token_full: float  # decode form (MLA: absorbed, over the latent)
+    attn_flops_per_ctx_token_sliding: float
+    indexer_flops_per_ctx_token: float
+    sliding_window_tokens: float
+    sparse_topk_tokens: float          # inf when attention is dense
+    kv_main_bytes_per_token_full: float    # per rank, all full layers, after context sharding
+    kv_indexer_bytes_per_token_full: float
+    kv_bytes_per_token_sliding: float
+    linear_state_bytes_per_seq: float  # per rank
+    linear_flops_per_token: float      # per rank
+    # Communication.
+    allreduce_bytes_per_token: float
+    num_mixer_allreduces: int
+    num_dense_ffn_allreduces: int
+    cp_gather_bytes_per_token: float   # DCP/PCP attention output + LSE per attention layer
+    num_attention_layers: int
+    kv_bytes_per_token_per_layer_rank: float  # PCP ring exchange chunk per token
+
+
+def identity_memo(function):
+    """Memoize ``function`` of positional, immutable arguments, looking them up by identity first.
+
+    Hot loops pass the same frozen objects again and again; hashing a pydantic model costs
+    microseconds, ``id`` does not. Each entry keeps its arguments alive, so their ids stay theirs.
+    Misses fall through to ``function`` (itself ``lru_cache``d by value).
+    """
+    cache: dict[tuple, tuple] = {}
+
+    @wraps(function)
+    def memoized(*args):
+        key = tuple(map(id, args))
+        hit = cache.get(key)
+        if hit is not None:
+            return hit[1]
+        value = function(*args)
+        if len(cache) >= 4096:
+            cache.clear()
+        cache[key] = (args, value)
+        return value
+
+    def cache_clear() -> None:
+        cache.clear()
+        getattr(function, "cache_clear", lambda: None)()
+
+    memoized.cache_clear = cache_clear
+    return memoized
+
+
+@identity_memo
+@lru_cache(maxsize=4096)
+def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: EngineLike = "vllm",
+                         link: Link | None = None) -> ForwardCoefficients:
+    """The constants of ``forward_pass_costs`` for one (model, GPU, layout, engine); cached.
+    Pass the arguments positionally and all five of them (the cache keys on them)."""
+    p = resolve_engine(engine)
+    tp, dp, pp = layout.tp_size, layout.dp_size, layout.pp_size
+    ep, moe_tp = layout.ep_size, layout.moe_tp_size
+    w_bytes = BYTES_PER_VALUE[layout.weight_precision]
+    kv_bytes = BYTES_PER_VALUE[layout.kv_precision]
+    peak = gpu.peak_tflops(layout.weight_precision) or gpu.bf16_tflops
+    h = model.hidden_size
+
+    # Non-expert layer weights split over TP (replicated over attention-DP ranks).
+    dense_params = model.attention_params + model.dense_params_total
+    head_params = model.vocab_size * h
+    # Values of KV per token per layer, per rank: heads shared over TP, sequence over DCP x PCP.
+    kv_rank_factor = kv_head_share(model, layout) / context_shards(layout) * kv_bytes
+    indexer_values = model.indexer_head_dim if model.attention_kind == "mla" else 0
+    main_values = model.kv_values_per_token_per_layer - indexer_values
+    nq_rank_dims = model.num_attention_heads / tp
+    v_dim = model.v_head_dim or model.head_dim
+    attn_per_ctx_layer = 2.0 * model.num_attention_heads * (model.head_dim + v_dim) / (tp * layout.pcp_size)
+    decode_per_ctx_layer = attn_per_ctx_layer
+    if model.attention_kind == "mla":
+        # Decode runs MLA in absorbed form: every head scores the 512 + 64 latent and sums the
+        # 512-wide latent values, more FLOPs per cached token than the prefill (expanded) form.
+        latent = model.kv_lora_rank or 0
+        decode_per_ctx_layer = 2.0 * model.num_attention_heads * (2 * latent + (model.qk_rope_head_dim or 0)) / (
+            tp * layout.pcp_size)
+
+    moe_layers = model.num_moe_layers
+    tp_link = link or intra_instance_link(gpu, tp * dp)
+    cp_link = tp_link if (link or layout.pcp_size == 1) else intra_instance_link(gpu, layout.gpus_per_stage)
+    return ForwardCoefficients(
+        profile=p, tp=tp, dp=dp, ep=ep, moe_tp=moe_tp, pp=pp, dcp=layout.dcp_size, pcp=layout.pcp_size,
+        num_layers=model.num_layers, hidden_size=h, link=tp_link, cp_link=cp_link,
+        pp_link=cp_link if pp == 1 else pipeline_link(gpu, layout.gpus_per_instance),
+        gemm_flops_per_s=peak * 1e12 * p.gemm_efficiency,
+        dense_weight_bytes=dense_params * w_bytes / tp,
+        dense_flops_per_token=2.0 * dense_params / tp,
+        head_weight_bytes=head_params * BYTES_PER_VALUE["bf16"] / tp,
+        head_flops_per_logit=2.0 * head_params / tp,
+        activation_io_bytes_per_token=ACTIVATION_IO_HIDDEN_VECTORS_PER_LAYER * h * ACTIVATION_BYTES_PER_VALUE
+        * model.num_layers,
+        num_experts=model.num_experts,
+        experts_per_token=model.num_experts_per_token,
+        num_moe_layers=moe_layers,
+        expert_slice_bytes=model.expert_params * expert_bytes_per_value(model, layout.weight_precision) / moe_tp,
+        expert_slice_flops_per_token=2.0 * model.expert_params / moe_tp,
+        attention_flops_per_s=gpu.bf16_tflops * 1e12 * p.attention_efficiency,
+        hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * p.memory_efficiency,
+        attn_flops_per_ctx_token_full=attn_per_ctx_layer * model.num_full_attention_layers,
+        decode_attn_flops_per_ctx_token_full=decode_per_ctx_layer * model.num_full_attention_layers,
+        attn_flops_per_ctx_token_sliding=attn_per_ctx_layer * model.num_sliding_window_layers,
+        indexer_flops_per_ctx_token=2.0 * model.indexer_num_heads * model.indexer_head_dim
+        * model.num_full_attention_layers / (tp * layout.pcp_size),
+        sliding_window_tokens=float(model.sliding_window_tokens or 0),
+        sparse_topk_tokens=float(model.indexer_topk_tokens or np.inf),
+        kv_main_bytes_per_token_full=model.num_full_attention_layers * main_values * kv_rank_factor,
+        kv_indexer_bytes_per_token_full=model.num_full_attention_layers * indexer_values * kv_rank_factor,
+        kv_bytes_per_token_sliding=model.num_sliding_window_layers * model.kv_values_per_token_per_layer
+        * kv_rank_factor,
+        linear_state_bytes_per_seq=model.linear_state_bytes_per_sequence / tp,
+        linear_flops_per_token=model.linear_attention_flops_per_token / tp,
+        allreduce_bytes_per_token=h * ACTIVATION_BYTES_PER_VALUE,
+        num_mixer_allreduces=model.num_layers,
+        num_dense_ffn_allreduces=model.num_dense_layers,
+        cp_gather_bytes_per_token=nq_rank_dims * (v_dim + 1) * ACTIVATION_BYTES_PER_VALUE * layout.dcp_size,
+        num_attention_layers=model.num_attention_layers,
+        kv_bytes_per_token_per_layer_rank=model.kv_values_per_token_per_layer * kv_head_share(model, layout)
+        * kv_bytes,
+    )
+
+
+def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens):
+    """Experts a layer touches when ``tokens`` each pick ``experts_per_token`` of ``num_experts``
+    uniformly: E (1 - (1 - k/E)^tokens)."""
+    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
+
+
+def _gemm_time_s(c: ForwardCoefficients, flops, rows):
+    """GEMM compute time; efficiency falls for few rows: eff x rows / (rows + half-efficiency rows)."""
+    half = c.profile.gemm_half_efficiency_tokens
+    return flops * (rows + half) / (_max(rows, 1e-9) * c.gemm_flops_per_s)
+
+
+def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_seqs=0.0, decode_ctx=0.0,
+                       prefill_tokens=0.0, prefill_pairs=0.0, prefill_cached_tokens=0.0, prefill_indexer_pairs=0.0,
+                       split: bool = True):
+    """(compute_s, memory_s, communication_s, overhead_s) of one pass through every stage.
+
+    Arguments are per attention-DP rank and per PCP group (floats or numpy arrays):
+    ``tokens`` through the GEMMs, ``logit_tokens`` needing the output head, ``decode_seqs`` decoding
+    sequences at ``decode_ctx`` tokens of context, ``prefill_tokens`` new prompt tokens whose
+    causal attention covers ``prefill_pairs`` (query, key) pairs per layer, reading
+    ``prefill_cached_tokens`` of cached prefix (a sparse-attention indexer scores
+    ``prefill_indexer_pairs``, all causal pairs). The step overhead is left to the caller.
+    With ``split=False`` the roofline time of every op group is returned as compute_s (memory_s
+    is 0): the total is the same and hot loops skip the attribution.
+    """
+    roofline = _roofline if split else _roofline_total
+    p, link = c.profile, c.link
+    hbm = c.hbm_bytes_per_s
+    compute_s, memory_s = roofline(
+        _gemm_time_s(c, tokens * c.dense_flops_per_token + logit_tokens * c.head_flops_per_logit, tokens),
+        (c.dense_weight_bytes + c.head_weight_bytes + tokens * c.activation_io_bytes_per_token) / hbm,
+    )
+    # Two TP all-reduces per layer: after the mixer (attention or linear attention) and after a
+    # dense FFN; MoE layers combine their experts below.
+    comm_s = (c.num_mixer_allreduces + c.num_dense_ffn_allreduces) * coll.allreduce_time_s(
+        tokens * c.allreduce_bytes_per_token, c.tp, link, p.allreduce_latency_us)
+
+    if c.num_moe_layers:
+        e, k = c.num_experts, c.experts_per_token
+        moe_tokens = tokens * c.dp  # every attention-DP rank feeds the shared expert layers
+        imbalance = p.moe_imbalance if c.ep > 1 else 1.0
+        distinct = expected_distinct_experts(e, k, moe_tokens)
+        touched_rank = _min(e / c.ep, distinct / c.ep * imbalance)
+        pairs_rank = moe_tokens * k / c.ep * imbalance
+        # Grouped GEMM: rows per expert = pairs / touched experts, so compute = FLOPs x (1 + half/rows).
+        expert_flop_s = (pairs_rank + c.profile.gemm_half_efficiency_tokens * touched_rank) * (
+            c.expert_slice_flops_per_token * c.num_moe_layers / c.gemm_flops_per_s)
+        expert_c, expert_m = roofline(expert_flop_s, touched_rank * (c.expert_slice_bytes * c.num_moe_layers / hbm))
+        compute_s, memory_s = compute_s + expert_c, memory_s + expert_m
+        moe_comm = coll.allreduce_time_s(moe_tokens * (c.allreduce_bytes_per_token / c.ep), c.moe_tp, link,
+                                         p.allreduce_latency_us)
+        if c.ep > 1:
+            per_rank_tokens = moe_tokens / (c.tp * c.dp)
+            moe_comm = moe_comm + 2.0 * coll.alltoall_time_s(
+                per_rank_tokens * (k * c.allreduce_bytes_per_token), c.ep, link, p.alltoall_latency_us)
+        comm_s = comm_s + c.num_moe_layers * moe_comm
+
+    if isinstance(decode_seqs, np.ndarray) or decode_seqs:
+        # Decode attention: read the KV of every sequence (sliding layers capped at the window, sparse
+        # attention at its top-k, its indexer keys in full) and the linear-attention state (read + write).
+        full_ctx = _min(decode_ctx, c.sparse_topk_tokens) if c.sparse_topk_tokens < np.inf else decode_ctx
+        flops = full_ctx * c.decode_attn_flops_per_ctx_token_full + c.linear_flops_per_token
+        kv_bytes = full_ctx * c.kv_main_bytes_per_token_full + 2.0 * c.linear_state_bytes_per_seq
+        if c.kv_indexer_bytes_per_token_full:
+            flops = flops + decode_ctx * c.indexer_flops_per_ctx_token
+            kv_bytes = kv_bytes + decode_ctx * c.kv_indexer_bytes_per_token_full
+        if c.kv_bytes_per_token_sliding:
+            window_ctx = _min(decode_ctx, c.sliding_window_tokens)
+            flops = flops + window_ctx * c.attn_flops_per_ctx_token_sliding
+            kv_bytes = kv_bytes + window_ctx * c.kv_bytes_per_token_sliding
+        dec_c, dec_m = roofline(decode_seqs * (flops / c.attention_flops_per_s), decode_seqs * (kv_bytes / hbm))
+        compute_s, memory_s = compute_s + dec_c, memory_s + dec_m
+
+    prefill_attn_s = 0.0
+    if isinstance(prefill_tokens, np.ndarray) or prefill_tokens or prefill_pairs:
+        # Prefill attention: quadratic FLOPs over the (query, key) pairs, KV written once, prefix read once.
+        # Per rank, KV of the PCP group's tokens (stored coefficients are also split over PCP).
+        kv_per_token = (c.kv_main_bytes_per_token_full + c.kv_indexer_bytes_per_token_full
+                        + c.kv_bytes_per_token_sliding) * c.pcp
+        prefill_flops = (prefill_pairs * (c.attn_flops_per_ctx_token_full + c.attn_flops_per_ctx_token_sliding)
+                         + prefill_indexer_pairs * c.indexer_flops_per_ctx_token
+                         + prefill_tokens * c.linear_flops_per_token * LINEAR_ATTENTION_PREFILL_FLOPS_MULTIPLE)
+        prefill_attn_s = prefill_flops / c.attention_flops_per_s
+        pre_c, pre_m = roofline(prefill_attn_s, (prefill_tokens + prefill_cached_tokens) * kv_per_token / hbm)
+        compute_s, memory_s = compute_s + pre_c, memory_s + pre_m
+
+    if c.dcp * c.pcp > 1:
+        # DCP (and PCP at decode): all-gather partial attention outputs and log-sum-exps per layer.
+        cp_gather_link = c.cp_link if c.pcp > 1 else link
+        comm_s = comm_s + c.num_attention_layers * coll.allgather_time_s(
+            tokens * c.cp_gather_bytes_per_token * c.pcp, c.dcp * c.pcp, cp_gather_link, p.allreduce_latency_us)
+    if c.pcp > 1:
+        # PCP prefill: ring exchange of each group's KV chunk, overlapped with the attention compute.
+        ring_s = c.num_attention_layers * coll.ring_pass_time_s(
+            prefill_tokens * c.kv_bytes_per_token_per_layer_rank, c.pcp, c.cp_link, p.allreduce_latency_us)
+        comm_s = comm_s + _max(ring_s - prefill_attn_s, 0.0)
+
+    overhead_s = c.num_layers * p.layer_overhead_us * 1e-6
+    return compute_s, memory_s, comm_s, overhead_s

@@ -1,0 +1,195 @@
+"""Memory per GPU of an instance and the divisibility rules of a layout.
+
+Budget per GPU (vLLM's accounting): ``gpu_memory_utilization x HBM`` holds the weights of the
+GPU's shard, the peak activations of the largest step, a runtime reserve (CUDA context and graphs,
+NCCL buffers; AIConfigurator reserves 3.5 GiB plus ~0.4 GiB NCCL [AIC-*]) and what remains is KV
+cache. The largest batch that fits at a context length bounds decode concurrency.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict
+
+from layoutopt.errors import LayoutError
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import BYTES_PER_VALUE, ModelSpec
+from layoutopt.perf_model.calibration import (
+    ACTIVATION_BYTES_PER_VALUE,
+    ACTIVATION_PEAK_HIDDEN_VECTORS,
+    LOGIT_BYTES_PER_VALUE,
+    SAMPLER_MAX_NUM_SEQS,
+    EngineLike,
+    resolve_engine,
+)
+from layoutopt.perf_model.compute import context_shards, expert_bytes_per_value, identity_memo, kv_head_share
+from layoutopt.perf_model.layout import Layout
+
+_GIB = 2.0**30
+
+
+class MemoryBreakdown(BaseModel):
+    """Memory of the fullest GPU of an instance, in bytes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    usable_bytes: float             # gpu_memory_utilization x HBM
+    weights_bytes: float
+    activation_bytes: float
+    reserve_bytes: float
+    kv_capacity_bytes: float        # per GPU, what is left for KV (negative when weights do not fit)
+    kv_bytes_per_sequence: float    # per GPU, one sequence at the given context
+    max_batch_size: int             # sequences the whole instance holds at that context
+
+
+@dataclass(frozen=True, slots=True)
+class _MemoryCoefficients:
+    usable_bytes: float
+    weights_bytes: float
+    activation_bytes: float
+    reserve_bytes: float
+    kv_bytes_per_token_full: float
+    kv_bytes_per_token_sliding: float
+    sliding_window_tokens: float
+    state_bytes_per_sequence: float
+    dp: int
+
+
+def weight_bytes_per_gpu(model: ModelSpec, layout: Layout) -> float:
+    """Weights on the fullest GPU: layer weights / (tp x pp) (experts / (tp x dp x pp)) plus the
+    embedding and/or output head (BF16, vocabulary split over TP) on the edge stages."""
+    stage_fraction = math.ceil(model.num_layers / layout.pp_size) / model.num_layers
+    w_bytes = BYTES_PER_VALUE[layout.weight_precision]
+    dense = (model.attention_params + model.dense_params_total) * w_bytes / layout.tp_size
+    experts = model.expert_params_total * expert_bytes_per_value(model, layout.weight_precision) / (
+        layout.tp_size * layout.dp_size)
+    tables = 1 if (layout.pp_size > 1 or model.tie_word_embeddings) else 2
+    embedding = tables * model.vocab_size * model.hidden_size * BYTES_PER_VALUE["bf16"] / layout.tp_size
+    return (dense + experts) * stage_fraction + embedding
+
+
+def activation_bytes_per_gpu(model: ModelSpec, layout: Layout, max_num_batched_tokens: int) -> float:
+    """Peak activations of the largest step plus the sampler's logits buffer."""
+    ffn_values = 2.0 * model.intermediate_size / layout.tp_size if model.num_dense_layers else 0.0
+    if model.is_moe:
+        routed = 2.0 * model.num_experts_per_token * model.moe_intermediate_size * layout.dp_size / (
+            layout.ep_size * layout.moe_tp_size)
+        ffn_values = max(ffn_values, routed)
+    per_token = (ACTIVATION_PEAK_HIDDEN_VECTORS * model.hidden_size + ffn_values) * ACTIVATION_BYTES_PER_VALUE
+    logits = SAMPLER_MAX_NUM_SEQS * model.vocab_size / layout.tp_size * LOGIT_BYTES_PER_VALUE
+    return max_num_batched_tokens / layout.pcp_size * per_token + logits
+
+
+@identity_memo
+@lru_cache(maxsize=4096)
+def _coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: EngineLike,
+                  gpu_memory_utilization: float) -> _MemoryCoefficients:
+    profile = resolve_engine(engine)
+    stage_fraction = math.ceil(model.num_layers / layout.pp_size) / model.num_layers
+    kv_factor = kv_head_share(model, layout) / context_shards(layout) * BYTES_PER_VALUE[layout.kv_precision]
+    per_layer_token = model.kv_values_per_token_per_layer * kv_factor * stage_fraction
+    reserve_gib = profile.runtime_reserve_gib + (profile.nccl_buffer_gib if layout.gpus_per_instance > 1 else 0.0)
+    return _MemoryCoefficients(
+        usable_bytes=gpu.memory_bytes * gpu_memory_utilization,
+        weights_bytes=weight_bytes_per_gpu(model, layout),
+        activation_bytes=activation_bytes_per_gpu(model, layout, profile.max_num_batched_tokens),
+        reserve_bytes=reserve_gib * _GIB,
+        kv_bytes_per_token_full=model.num_full_attention_layers * per_layer_token,
+        kv_bytes_per_token_sliding=model.num_sliding_window_layers * per_layer_token,
+        sliding_window_tokens=float(model.sliding_window_tokens or 0),
+        state_bytes_per_sequence=model.linear_state_bytes_per_sequence / layout.tp_size * stage_fraction,
+        dp=layout.dp_size,
+    )
+
+
+def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: float, engine: EngineLike = "vllm",
+                     gpu_memory_utilization: float = 0.9) -> MemoryBreakdown:
+    """Memory of the fullest GPU, and how many sequences of ``context_tokens`` the instance holds.
+
+    KV per sequence per GPU: full layers x context + sliding layers x min(context, window), heads
+    split over TP (replicated beyond the KV-head count; MLA's latent on every rank), the sequence
+    split over DCP x PCP, plus the linear-attention state (heads split over TP).
+    """
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    c = _coefficients(model, gpu, layout, engine, gpu_memory_utilization)
+    kv_capacity, per_sequence, fits = _fit(c, context_tokens)
+    return MemoryBreakdown.model_construct(
+        usable_bytes=c.usable_bytes, weights_bytes=c.weights_bytes, activation_bytes=c.activation_bytes,
+        reserve_bytes=c.reserve_bytes, kv_capacity_bytes=kv_capacity, kv_bytes_per_sequence=per_sequence,
+        max_batch_size=fits)
+
+
+def _fit(c: _MemoryCoefficients, context_tokens: float) -> tuple[float, float, int]:
+    """(KV capacity per GPU, KV bytes per sequence per GPU, sequences the instance holds)."""
+    kv_capacity = c.usable_bytes - c.weights_bytes - c.activation_bytes - c.reserve_bytes
+    per_sequence = (c.kv_bytes_per_token_full * context_tokens
+                    + c.kv_bytes_per_token_sliding * min(context_tokens, c.sliding_window_tokens)
+                    + c.state_bytes_per_sequence)
+    fits = int(kv_capacity // per_sequence) if kv_capacity > 0 and per_sequence > 0 else 0
+    return kv_capacity, per_sequence, fits * c.dp
+
+
+def max_batch_size(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: float, engine: EngineLike = "vllm",
+                   gpu_memory_utilization: float = 0.9) -> int:
+    """Sequences of ``context_tokens`` the instance holds in KV cache; 0 when weights do not fit."""
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    return _fit(_coefficients(model, gpu, layout, engine, gpu_memory_utilization), context_tokens)[2]
+
+
+def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: float, engine: EngineLike = "vllm",
+               gpu_memory_utilization: float = 0.9) -> MemoryBreakdown:
+    """The breakdown when at least one sequence of ``context_tokens`` fits; else LayoutError saying
+    by how many GiB per GPU it misses."""
+    mem = memory_breakdown(model, gpu, layout, context_tokens, engine, gpu_memory_utilization)
+    if mem.max_batch_size >= 1:
+        return mem
+    need = mem.weights_bytes + mem.activation_bytes + mem.reserve_bytes + mem.kv_bytes_per_sequence
+    raise LayoutError(
+        "layout", layout.short_name(),
+        f"{model.name} on {gpu.name} needs {need / _GIB:.1f} GiB per GPU (weights {mem.weights_bytes / _GIB:.1f}, "
+        f"activations {mem.activation_bytes / _GIB:.1f}, reserve {mem.reserve_bytes / _GIB:.1f}, KV of one "
+        f"{context_tokens:g}-token sequence {mem.kv_bytes_per_sequence / _GIB:.2f}) but "
+        f"{gpu_memory_utilization:g} x {gpu.memory_gib:g} GiB = {mem.usable_bytes / _GIB:.1f} GiB is usable: "
+        f"misses by {(need - mem.usable_bytes) / _GIB:.1f} GiB",
+        hint="raise tp_size or pp_size, or use a smaller weight or KV precision")
+
+
+def check_layout(model: ModelSpec, gpu: GpuSpec, layout: Layout, allow_cross_domain: bool = False) -> None:
+    """Raise LayoutError naming the rule and the numbers when ``layout`` cannot run ``model`` on ``gpu``."""
+    name = layout.short_name()
+    tp = layout.tp_size
+
+    def fail(field: str, allowed: str) -> None:
+        raise LayoutError(f"layout.{field}", name, allowed)
+
+    if model.num_attention_heads % tp:
+        fail("tp_size", f"attention heads {model.num_attention_heads} must be divisible by tp_size {tp}")
+    kv = model.num_kv_heads
+    if model.attention_kind != "mla" and (tp % kv if tp > kv else kv % tp):
+        fail("tp_size", f"KV heads {kv} and tp_size {tp} must divide one another (KV heads replicate when tp > {kv})")
+    if model.num_linear_attention_layers and (
+            model.linear_num_key_heads % tp or model.linear_num_value_heads % tp):
+        fail("tp_size", f"linear-attention heads (key {model.linear_num_key_heads}, value "
+                        f"{model.linear_num_value_heads}) must be divisible by tp_size {tp}")
+    if layout.pp_size > model.num_layers:
+        fail("pp_size", f"pp_size {layout.pp_size} exceeds the model's {model.num_layers} layers")
+    if not model.is_moe and (layout.ep_size > 1 or layout.dp_size > 1):
+        fail("ep_size" if layout.ep_size > 1 else "dp_size",
+             f"ep_size {layout.ep_size} and dp_size {layout.dp_size} need a MoE model; "
+             f"{model.name} is dense (use more instances for data parallelism)")
+    if model.is_moe and model.num_experts % layout.ep_size:
+        fail("ep_size", f"routed experts {model.num_experts} must be divisible by ep_size {layout.ep_size}")
+    kv_heads = 1 if model.attention_kind == "mla" else kv
+    if layout.dcp_size > 1 and layout.dcp_size * kv_heads > tp:
+        fail("dcp_size", f"dcp_size {layout.dcp_size} exceeds tp_size / KV heads = {tp} / {kv_heads} = "
+                         f"{tp // kv_heads} (DCP only removes KV duplication while tp > KV heads)")
+    if not allow_cross_domain and layout.gpus_per_stage > gpu.scaleup_domain_gpus:
+        fail("gpus_per_stage", f"tp x dp x pcp = {layout.gpus_per_stage} GPUs per stage exceed the "
+                               f"{gpu.scaleup_domain_gpus}-GPU scale-up domain of {gpu.name}")
+    if not gpu.supports(layout.weight_precision):
+        fail("weight_precision", f"{gpu.name} has no {layout.weight_precision} support")

@@ -1,0 +1,194 @@
+"""Time of one engine step: a prefill pass, a decode step, a mixed (chunked-prefill) step.
+
+All functions are pure and return seconds. Pipeline parallelism (DESIGN section 5):
+
+- prefill: one batch crosses every stage in turn, so its latency is the whole column's work plus
+  ``pp - 1`` stage-boundary transfers (latency does not drop with PP);
+- decode: the batch is split into ``m = min(batch, pp)`` micro-batches that circulate through the
+  stages; a sequence gets its next token once per round trip, so the time per token is the column
+  time of one micro-batch plus ``pp`` transfers. With ``batch <= pp`` stages sit idle (bubbles) and
+  the per-token time equals the non-PP time at batch 1; throughput grows with ``m`` instead.
+  ``pipeline_bubble_fraction`` gives the flush-schedule bubble ``(p-1)/(m+p-1)`` for callers that
+  batch prompts through a pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.perf_model import collectives as coll
+from layoutopt.perf_model.calibration import ACTIVATION_BYTES_PER_VALUE, EngineLike
+from layoutopt.perf_model.compute import ForwardCoefficients, forward_coefficients, forward_pass_costs
+from layoutopt.perf_model.layout import Layout
+from layoutopt.perf_model.links import Link
+
+Bottleneck = Literal["compute", "memory", "communication", "overhead"]
+
+
+class StepTime(BaseModel):
+    """Duration of one step in seconds, split by what limits it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    total_s: float
+    compute_s: float
+    memory_s: float
+    communication_s: float
+    overhead_s: float
+    bottleneck: Bottleneck
+
+
+def _step_time(compute_s: float, memory_s: float, communication_s: float, overhead_s: float) -> StepTime:
+    parts = {"compute": compute_s, "memory": memory_s, "communication": communication_s, "overhead": overhead_s}
+    bottleneck = max(parts, key=parts.__getitem__)
+    # Built without re-validation: every value is a float this module computed.
+    return StepTime.model_construct(
+        total_s=float(compute_s + memory_s + communication_s + overhead_s), compute_s=float(compute_s),
+        memory_s=float(memory_s), communication_s=float(communication_s), overhead_s=float(overhead_s),
+        bottleneck=bottleneck)
+
+
+def pipeline_bubble_fraction(pp_size: int, num_microbatches: int) -> float:
+    """Idle fraction of a fill-and-drain pipeline: (p-1)/(m+p-1)."""
+    return (pp_size - 1) / (num_microbatches + pp_size - 1)
+
+
+def _stage_hop_s(c: ForwardCoefficients, tokens, hops: int):
+    """``hops`` stage-boundary sends of ``tokens`` activations."""
+    if c.pp == 1 or hops == 0:
+        return 0.0
+    return hops * coll.p2p_time_s(tokens * (c.hidden_size * ACTIVATION_BYTES_PER_VALUE), c.pp_link)
+
+
+def causal_pairs(new_tokens: float, cached_tokens: float) -> float:
+    """(query, key) pairs of causal attention over ``new_tokens`` after ``cached_tokens``:
+    P x C + P (P + 1) / 2."""
+    return new_tokens * cached_tokens + new_tokens * (new_tokens + 1.0) / 2.0
+
+
+def _sliding_pairs(new_tokens: float, cached_tokens: float, window: float) -> float:
+    """Pairs when each query sees at most ``window`` keys: sum over positions of min(pos, window)."""
+    first, last = cached_tokens + 1.0, cached_tokens + new_tokens
+    if last <= window:
+        return (first + last) * new_tokens / 2.0
+    if first >= window:
+        return window * new_tokens
+    below = window - first + 1.0
+    return (first + window) * below / 2.0 + window * (new_tokens - below)
+
+
+def _prefill_pairs(c: ForwardCoefficients, model: ModelSpec, new_tokens: float,
+                   cached_tokens: float) -> tuple[float, float]:
+    """(pairs the attention layers compute, pairs a sparse-attention indexer scores).
+
+    The first is an average over full and sliding layers weighted by their counts, because
+    ``forward_pass_costs`` multiplies it by the summed per-pair FLOPs of both kinds; sparse
+    attention caps full layers at the indexer's top-k keys per query.
+    """
+    causal = causal_pairs(new_tokens, cached_tokens)
+    full = causal
+    if model.indexer_topk_tokens:
+        full = _sliding_pairs(new_tokens, cached_tokens, float(model.indexer_topk_tokens))
+    indexer = causal if model.indexer_num_heads else 0.0
+    if not model.num_sliding_window_layers:
+        return full, indexer
+    sliding = _sliding_pairs(new_tokens, cached_tokens, c.sliding_window_tokens)
+    n_full, n_slide = model.num_full_attention_layers, model.num_sliding_window_layers
+    return (full * n_full + sliding * n_slide) / (n_full + n_slide), indexer
+
+
+def prefill_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens: int, batch_size: int = 1,
+                 cached_tokens: int = 0, engine: EngineLike = "vllm", link: Link | None = None) -> StepTime:
+    """One forward pass over ``batch_size`` prompts of ``prompt_tokens`` tokens each, of which
+    ``cached_tokens`` are a prefix-cache hit. With PP: the full pipeline latency of that batch.
+
+    Attention-DP ranks take ceil(batch / dp) prompts each; PCP splits every prompt over
+    ``pcp_size`` groups (each group reads the whole cached prefix as the ring passes it). Only each
+    prompt's last token goes through the output head. ``link`` overrides the fabric of the
+    instance's TP/EP/DCP/PCP collectives (default: NVLink inside the GPU's scale-up domain).
+    """
+    c = forward_coefficients(model, gpu, layout, engine, link)
+    new_tokens = max(prompt_tokens - cached_tokens, 0)
+    prompts_rank = math.ceil(batch_size / layout.dp_size)
+    tokens = prompts_rank * new_tokens / layout.pcp_size
+    pairs, indexer_pairs = _prefill_pairs(c, model, new_tokens, cached_tokens)
+    share = prompts_rank / layout.pcp_size
+    compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
+        c, tokens=tokens, logit_tokens=prompts_rank, prefill_tokens=tokens, prefill_pairs=pairs * share,
+        prefill_cached_tokens=cached_tokens * prompts_rank, prefill_indexer_pairs=indexer_pairs * share)
+    comm_s += _stage_hop_s(c, tokens, layout.pp_size - 1)
+    overhead_s += c.profile.step_overhead_ms * 1e-3
+    return _step_time(compute_s, memory_s, comm_s, overhead_s)
+
+
+def _decode_costs(model, gpu, layout, c: ForwardCoefficients, batch, context, split: bool = True):
+    microbatch = batch / _min_any(batch, layout.pp_size) if layout.pp_size > 1 else batch
+    seqs_rank = microbatch / layout.dp_size if layout.dp_size > 1 else microbatch
+    compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
+        c, tokens=seqs_rank, logit_tokens=seqs_rank, decode_seqs=seqs_rank, decode_ctx=context, split=split)
+    comm_s = comm_s + _stage_hop_s(c, seqs_rank, layout.pp_size)
+    overhead_s = overhead_s + c.profile.step_overhead_ms * 1e-3
+    return compute_s, memory_s, comm_s, overhead_s
+
+
+def _min_any(a, b):
+    if isinstance(a, np.ndarray):
+        return np.minimum(a, b)
+    return min(a, b)
+
+
+def decode_step_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, batch_size: int, context_tokens: float,
+                     engine: EngineLike = "vllm", link: Link | None = None) -> StepTime:
+    """One decode step: one token for each of ``batch_size`` sequences at mean ``context_tokens``.
+
+    ``batch_size`` counts the sequences of the whole instance (split over attention-DP ranks).
+    With PP: the time per token of one sequence (see the module docstring).
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    c = forward_coefficients(model, gpu, layout, engine, link)
+    return _step_time(*_decode_costs(model, gpu, layout, c, float(batch_size), float(context_tokens)))
+
+
+def decode_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, batch_sizes: np.ndarray,
+                           context_tokens: np.ndarray, engine: EngineLike = "vllm",
+                           link: Link | None = None) -> np.ndarray:
+    """Vectorized ``decode_step_time(...).total_s`` over broadcast arrays of batches and contexts."""
+    c = forward_coefficients(model, gpu, layout, engine, link)
+    batch = np.maximum(np.asarray(batch_sizes, dtype=float), 1.0)
+    context = np.asarray(context_tokens, dtype=float)
+    compute_s, memory_s, comm_s, overhead_s = _decode_costs(model, gpu, layout, c, batch, context, split=False)
+    return compute_s + memory_s + comm_s + overhead_s
+
+
+def mixed_step_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_tokens: int,
+                    prefill_context_tokens: float, decode_batch: int, decode_context_tokens: float,
+                    engine: EngineLike = "vllm", link: Link | None = None) -> StepTime:
+    """One colocated step with chunked prefill: ``prefill_tokens`` prompt tokens (a chunk whose prompt
+    already has ``prefill_context_tokens`` tokens in the KV cache) plus one token for each of
+    ``decode_batch`` sequences at mean ``decode_context_tokens``.
+
+    Both parts share the GEMMs (one weight read for all tokens); attention is costed per part.
+    The chunk and the decode batch are spread evenly over attention-DP ranks. With PP: the latency of
+    one pass through every stage (decode tokens see the same per-token time).
+    """
+    c = forward_coefficients(model, gpu, layout, engine, link)
+    dp = layout.dp_size
+    chunk_rank = prefill_tokens / dp
+    decode_rank = decode_batch / dp
+    tokens = chunk_rank + decode_rank
+    pairs, indexer_pairs = _prefill_pairs(c, model, float(prefill_tokens), float(prefill_context_tokens))
+    compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
+        c, tokens=tokens, logit_tokens=decode_rank + (1.0 if prefill_tokens else 0.0), decode_seqs=decode_rank,
+        decode_ctx=float(decode_context_tokens), prefill_tokens=chunk_rank, prefill_pairs=pairs / dp,
+        prefill_cached_tokens=prefill_context_tokens / dp if prefill_tokens else 0.0,
+        prefill_indexer_pairs=indexer_pairs / dp)
+    comm_s += _stage_hop_s(c, tokens, layout.pp_size)
+    overhead_s += c.profile.step_overhead_ms * 1e-3
+    return _step_time(compute_s, memory_s, comm_s, overhead_s)

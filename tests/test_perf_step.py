@@ -1,0 +1,202 @@
+"""Step times: hand-computed rooflines with tolerances, parallelism effects and monotonicity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from layoutopt.errors import InputError
+from layoutopt.hardware_catalog.catalog import get_gpu
+from layoutopt.model_catalog import get_model
+from layoutopt.perf_model.calibration import get_engine_profile
+from layoutopt.perf_model.compute import expected_distinct_experts
+from layoutopt.perf_model.layout import Layout
+from layoutopt.perf_model.step import (
+    causal_pairs,
+    decode_step_time,
+    decode_step_time_array,
+    mixed_step_time,
+    pipeline_bubble_fraction,
+    prefill_time,
+)
+
+H100 = get_gpu("H100")
+VLLM = get_engine_profile("vllm")
+LLAMA8 = get_model("llama-3.1-8b")
+LLAMA70 = get_model("llama-3.1-70b")
+
+
+def test_memory_bound_decode_llama_8b_one_h100():
+    step = decode_step_time(LLAMA8, H100, Layout(), batch_size=1, context_tokens=1024)
+    # Weights read once: all parameters but the input embedding (a gather), BF16: 15.01 GB.
+    weight_bytes = (LLAMA8.total_params - 128256 * 4096) * 2
+    kv_bytes = 1024 * 128 * 1024
+    activation_bytes = 10 * 4096 * 2 * 32
+    hbm_bytes_per_s = 3350e9 * VLLM.memory_efficiency
+    assert step.memory_s == pytest.approx((weight_bytes + kv_bytes + activation_bytes) / hbm_bytes_per_s, rel=1e-3)
+    assert step.compute_s == 0.0 and step.communication_s == 0.0
+    assert step.overhead_s == pytest.approx(VLLM.step_overhead_ms * 1e-3 + 32 * VLLM.layer_overhead_us * 1e-6)
+    assert step.bottleneck == "memory"
+    # ~16 GB / (3.35 TB/s x efficiency) = 5-6 ms at 0.8-0.9 efficiency, plus the step overhead.
+    assert 4.4e-3 < step.memory_s < 7.5e-3
+    assert step.total_s == pytest.approx(step.memory_s + step.overhead_s)
+
+
+def test_compute_bound_prefill_llama_8b():
+    step = prefill_time(LLAMA8, H100, Layout(), prompt_tokens=8192)
+    gemm_flops = 8192 * 2 * (LLAMA8.total_params - 2 * 128256 * 4096) + 2 * 128256 * 4096  # head: last token
+    gemm_s = gemm_flops * (8192 + VLLM.gemm_half_efficiency_tokens) / 8192 / (989e12 * VLLM.gemm_efficiency)
+    attention_flops = causal_pairs(8192, 0) * 2 * 32 * (128 + 128) * 32
+    attention_s = attention_flops / (989e12 * VLLM.attention_efficiency)
+    assert step.compute_s == pytest.approx(gemm_s + attention_s, rel=1e-3)
+    assert step.bottleneck == "compute"
+    assert 0.15 < step.total_s < 0.4
+
+
+def test_prefix_cache_hit_shortens_prefill():
+    full = prefill_time(LLAMA8, H100, Layout(), 4096)
+    cached = prefill_time(LLAMA8, H100, Layout(), 4096, cached_tokens=3072)
+    assert cached.total_s < 0.4 * full.total_s
+
+
+def test_tensor_parallel_trades_memory_time_for_all_reduces():
+    tp1 = decode_step_time(LLAMA8, H100, Layout(), 8, 2048)
+    tp4 = decode_step_time(LLAMA8, H100, Layout(tp_size=4), 8, 2048)
+    assert tp4.memory_s == pytest.approx(tp1.memory_s / 4, rel=0.02)
+    # 64 all-reduces of 8 x 4,096 x 2 B = 64 KiB each, latency-bound: engine latency + 1 us NVSwitch
+    # hop + 1.5 x 64 KiB at 450 GB/s x 1.064 x 0.174 (smallest measured message) = 1.2 us.
+    assert tp4.communication_s == pytest.approx(64 * (VLLM.allreduce_latency_us + 1.0 + 1.2) * 1e-6, rel=0.02)
+    assert tp4.total_s < tp1.total_s
+    fp8 = Layout(weight_precision="fp8")
+    times = [decode_step_time(LLAMA70, H100, fp8.model_copy(update={"tp_size": tp}), 4, 1500).total_s
+             for tp in (2, 4, 8)]
+    assert times[0] > times[1] > times[2]
+
+
+def test_pipeline_parallel_keeps_decode_latency_and_multiplies_throughput():
+    tp4 = Layout(tp_size=4, weight_precision="fp8")
+    tp4pp2 = Layout(tp_size=4, pp_size=2, weight_precision="fp8")
+    one = decode_step_time(LLAMA70, H100, tp4, 1, 2048).total_s
+    piped = decode_step_time(LLAMA70, H100, tp4pp2, 1, 2048).total_s
+    assert piped >= one  # same work per token plus stage hops: latency does not drop
+    # Two sequences ride two micro-batches: the same time per token, twice the tokens per second.
+    assert decode_step_time(LLAMA70, H100, tp4pp2, 2, 2048).total_s == pytest.approx(piped)
+    assert prefill_time(LLAMA70, H100, tp4pp2, 4096).total_s >= prefill_time(LLAMA70, H100, tp4, 4096).total_s
+    assert pipeline_bubble_fraction(4, 4) == pytest.approx(3 / 7)
+    assert pipeline_bubble_fraction(1, 1) == 0.0
+
+
+def test_expected_distinct_experts():
+    assert expected_distinct_experts(128, 8, 1) == pytest.approx(8.0)
+    assert expected_distinct_experts(128, 8, 16) == pytest.approx(128 * (1 - (120 / 128) ** 16))
+    assert expected_distinct_experts(128, 8, 10_000) == pytest.approx(128.0)
+
+
+def test_moe_decode_reads_only_touched_experts():
+    moe = get_model("qwen3-30b-a3b")
+    layout = Layout(tp_size=1)
+    hbm = 3350e9 * VLLM.memory_efficiency
+    one = decode_step_time(moe, H100, layout, 1, 1)
+    active_bytes = (moe.active_params - 151936 * 2048) * 2
+    assert one.memory_s == pytest.approx(active_bytes / hbm, rel=0.02)
+    many = decode_step_time(moe, H100, layout, 512, 1)
+    all_bytes = (moe.total_params - 151936 * 2048) * 2
+    assert many.memory_s + many.compute_s > 0.9 * all_bytes / hbm
+
+
+def test_expert_parallel_adds_all_to_all_and_imbalance():
+    moe = get_model("qwen3-235b-a22b")
+    ep1 = decode_step_time(moe, H100, Layout(tp_size=8, weight_precision="fp8"), 64, 2048)
+    ep8 = decode_step_time(moe, H100, Layout(tp_size=8, ep_size=8, weight_precision="fp8"), 64, 2048)
+    assert ep8.communication_s > ep1.communication_s
+    dp = decode_step_time(moe, H100, Layout(tp_size=1, dp_size=8, ep_size=8, weight_precision="fp8"), 64, 2048)
+    assert dp.total_s > 0  # attention DP: 8 sequences per rank, experts shared
+
+
+def test_mixed_step_reduces_to_decode_and_adds_the_chunk():
+    layout = Layout(tp_size=2)
+    decode = decode_step_time(LLAMA8, H100, layout, 32, 3000)
+    assert mixed_step_time(LLAMA8, H100, layout, 0, 0, 32, 3000).total_s == pytest.approx(decode.total_s)
+    mixed = mixed_step_time(LLAMA8, H100, layout, 2048, 1024, 32, 3000)
+    assert mixed.total_s > decode.total_s
+    assert mixed.total_s < decode.total_s + prefill_time(LLAMA8, H100, layout, 3072, cached_tokens=1024).total_s
+
+
+def test_fp8_kv_and_dcp_cut_long_context_decode():
+    bf16 = decode_step_time(LLAMA8, H100, Layout(), 32, 32768)
+    fp8 = decode_step_time(LLAMA8, H100, Layout(kv_precision="fp8"), 32, 32768)
+    assert fp8.memory_s < 0.7 * bf16.memory_s
+    hybrid = get_model("qwen3.5-397b-a17b")
+    base = decode_step_time(hybrid, H100, Layout(tp_size=8, ep_size=8, weight_precision="fp8"), 64, 131072)
+    dcp = decode_step_time(hybrid, H100, Layout(tp_size=8, ep_size=8, dcp_size=4, weight_precision="fp8"), 64, 131072)
+    assert dcp.communication_s > base.communication_s
+    assert dcp.total_s < base.total_s
+
+
+def test_prefill_context_parallel_cuts_long_prompt_ttft():
+    tp4 = Layout(tp_size=4, weight_precision="fp8")
+    pcp2 = Layout(tp_size=4, pcp_size=2, weight_precision="fp8")
+    single = prefill_time(LLAMA70, H100, tp4, 32768).total_s
+    split = prefill_time(LLAMA70, H100, pcp2, 32768).total_s
+    assert split < 0.6 * single
+
+
+def test_array_matches_scalar_and_unknown_engine_fails():
+    layout = Layout(tp_size=4, weight_precision="fp8")
+    batches, contexts = np.array([1, 7, 64, 300]), np.array([100.0, 2000.0, 8000.0, 30000.0])
+    times = decode_step_time_array(LLAMA70, H100, layout, batches, contexts, engine="trtllm")
+    for b, c, t in zip(batches, contexts, times):
+        assert t == pytest.approx(decode_step_time(LLAMA70, H100, layout, int(b), c, engine="trtllm").total_s)
+    with pytest.raises(InputError, match="did you mean vllm"):
+        decode_step_time(LLAMA8, H100, Layout(), 1, 1, engine="vlm")
+
+
+CASES = [
+    ("llama-3.1-8b", Layout()),
+    ("llama-3.1-70b", Layout(tp_size=4, pp_size=2, weight_precision="fp8")),
+    ("qwen3-235b-a22b", Layout(tp_size=8, ep_size=8, weight_precision="fp8")),
+    ("deepseek-v3", Layout(tp_size=8, dp_size=2, ep_size=16, dcp_size=8, weight_precision="fp8")),
+    ("qwen3.5-397b-a17b", Layout(tp_size=4, dp_size=2, ep_size=8, weight_precision="fp8")),
+    ("gpt-oss-120b", Layout(tp_size=2, pcp_size=2)),
+]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(CASES), st.integers(1, 1024), st.integers(1, 8), st.floats(1, 200_000), st.floats(1, 4))
+def test_larger_batch_and_longer_context_never_shorten_decode(case, batch, more, context, factor):
+    model, layout = get_model(case[0]), case[1]
+    base = decode_step_time(model, H100, layout, batch, context).total_s
+    assert decode_step_time(model, H100, layout, batch + more, context).total_s >= base * (1 - 1e-12)
+    assert decode_step_time(model, H100, layout, batch, context * factor).total_s >= base * (1 - 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(CASES), st.integers(1, 32_000), st.integers(1, 8), st.integers(1, 4))
+def test_larger_prefill_batch_or_prompt_never_shortens_the_step(case, prompt, batch, factor):
+    model, layout = get_model(case[0]), case[1]
+    base = prefill_time(model, H100, layout, prompt, batch).total_s
+    assert prefill_time(model, H100, layout, prompt, batch * factor).total_s >= base * (1 - 1e-12)
+    assert prefill_time(model, H100, layout, prompt * factor, batch).total_s >= base * (1 - 1e-12)
+    chunk = mixed_step_time(model, H100, layout, prompt, 0, batch, 2048).total_s
+    assert mixed_step_time(model, H100, layout, prompt, 0, batch * factor, 2048).total_s >= chunk * (1 - 1e-12)
+
+
+def test_mla_decode_attention_uses_the_absorbed_form():
+    # DeepSeek-V3 decode attention per cached token and layer: 128 heads x 2 x (512 + 64 + 512) FLOPs
+    # over a 576-value latent (1,152 B): ~242 FLOP/B, compute-bound at TP1 on H200 with 0.45 efficiency.
+    deepseek, h200 = get_model("deepseek-v3"), get_gpu("H200")
+    layout = Layout(weight_precision="fp8")
+    short = decode_step_time(deepseek, h200, layout, 16, 1000)
+    long = decode_step_time(deepseek, h200, layout, 16, 9000)
+    flops = 16 * 8000 * 61 * 2 * 128 * (512 + 64 + 512)
+    assert long.total_s - short.total_s == pytest.approx(flops / (989e12 * VLLM.attention_efficiency), rel=1e-6)
+
+
+def test_sparse_attention_indexer_costs_prefill_but_caps_attention():
+    glm = get_model("glm-5")  # DeepSeek sparse attention: top-2,048 keys per query
+    layout = Layout(tp_size=8, ep_size=8, weight_precision="fp8")
+    h200 = get_gpu("H200")
+    t8k, t32k = (prefill_time(glm, h200, layout, n).compute_s for n in (8192, 32768))
+    assert 4 < t32k / t8k < 8  # linear GEMMs plus a quadratic but cheap indexer, not 16x
