@@ -39,7 +39,7 @@ def validation_message(error: ValidationError, prefix: str = "") -> str:
 def run_guarded(command: Callable[..., Any]) -> int:
     """Run a click command, turning expected errors into one line and an exit status."""
     try:
-        command.main(standalone_mode=False)
+        result = command.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
@@ -65,7 +65,8 @@ def run_guarded(command: Callable[..., Any]) -> int:
     except OSError as error:
         click.echo(f"error: {error.filename or ''}: {error.strerror or error}", err=True)
         return EXIT_BAD_INPUT
-    return 0
+    # With standalone_mode=False click returns the code of a ctx.exit(n) instead of raising.
+    return result if isinstance(result, int) else 0
 
 
 def to_jsonable(value: Any) -> Any:

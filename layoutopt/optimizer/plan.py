@@ -84,6 +84,10 @@ class SolverInfo(_Out):
     gap: float | None = Field(description="relative gap between objective and bound; 0 when optimal")
     num_candidates: int
     num_iterations: int = Field(default=1, description="Dinkelbach iterations for the ratio objective")
+    objective_unit: str = Field(default="", description="unit of objective_value and best_bound: "
+                                "requests/$ (goodput-per-dollar), req/s (max-goodput), $/h (min-cost)")
+    time_limit_s: float | None = None
+    num_layouts_considered: int = Field(default=0, description="proposals enumerated before any filter")
 
 
 class RatioCheck(_Out):
@@ -102,6 +106,9 @@ class Explanation(_Out):
     binding_constraints: list[str]
     notes: list[str]
     ratio_check: RatioCheck | None = None
+    candidates_dropped: dict[str, int] = Field(default_factory=dict, description="filter name -> proposals it dropped")
+    reasons: list[str] = Field(default_factory=list, description="why no plan exists (infeasible only)")
+    suggestions: list[str] = Field(default_factory=list, description="nearest changes that would make it feasible")
 
 
 class PlacedInstance(_Out):
@@ -117,9 +124,11 @@ class Alternative(_Out):
     """A next-best distinct plan, for --top-k."""
 
     rank: int
+    mode: Mode
     pools: list[Pool]
     totals: Totals
-    objective_value: float
+    latency: Latency | None = None
+    objective_value: float = Field(description="in the plan's solver.objective_unit")
 
 
 class Plan(_Out):

@@ -1,0 +1,59 @@
+"""``layoutopt solve``: the best serving layout for a model, a budget and SLOs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from layoutopt.cli.common import console, format_option, to_jsonable, write_atomically
+from layoutopt.errors import InfeasibleError
+
+
+@click.command("solve")
+@click.option("--model", default=None, help="catalog name or path to a HuggingFace config.json [default: qwen3-32b]")
+@click.option("--budget", required=True, help="e.g. 32xH100, 16xH100+16xH200, '$400/h'")
+@click.option("--slo", "slo_path", type=click.Path(dir_okay=False), default=None,
+              help="slo.yaml [default: TTFT p90 1000 ms, TPOT p90 30 ms, attainment 0.9]")
+@click.option("--workload", "workload_path", type=click.Path(dir_okay=False), default=None,
+              help="workload.yaml [default: the chat preset]")
+@click.option("--isl", type=int, default=None, help="fixed input length in tokens (with --osl, instead of --workload)")
+@click.option("--osl", type=int, default=None, help="fixed output length in tokens")
+@click.option("--rate", "rate_rps", type=float, default=None, help="request rate the plan must serve (req/s)")
+@click.option("--objective", type=click.Choice(["goodput-per-dollar", "max-goodput", "min-cost"]),
+              default="goodput-per-dollar", show_default=True)
+@click.option("--mode", type=click.Choice(["auto", "colocated", "disaggregated"]), default="auto", show_default=True)
+@click.option("--engine", default="vllm", show_default=True)
+@click.option("--precision", type=click.Choice(["auto", "bf16", "fp8", "fp4"]), default="auto", show_default=True,
+              help="weight precision; auto lets the solver choose weights and KV cache")
+@click.option("--headroom", type=float, default=0.7, show_default=True, help="target utilization of each instance")
+@click.option("--top-k", type=int, default=0, show_default=True, help="also list this many next-best distinct plans")
+@click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True,
+              help="seconds for the solver")
+@click.option("--gpus", "gpus_path", type=click.Path(dir_okay=False), default=None, help="extra GPU catalog rows")
+@click.option("--prices", "prices_path", type=click.Path(dir_okay=False), default=None, help="prices file")
+@format_option
+@click.option("--output", "output_path", type=click.Path(dir_okay=False), default=None,
+              help="also write the plan as JSON to this file")
+def command(model, budget, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine, precision,
+            headroom, top_k, time_limit_s, gpus_path, prices_path, output_format, output_path) -> None:
+    """Find the layout that maximizes goodput per dollar (or another --objective) under the SLO."""
+    from layoutopt import api
+
+    plan = api.solve(model, budget, slo_path, workload_path, isl=isl, osl=osl, rate_rps=rate_rps,
+                     objective=objective, mode=mode, engine=engine, precision=precision, headroom=headroom,
+                     top_k=top_k, time_limit_s=time_limit_s, gpus_path=gpus_path, prices_path=prices_path)
+    text = json.dumps(to_jsonable(plan), indent=2)
+    if output_path:
+        write_atomically(output_path, text + "\n")
+    if output_format == "json":
+        click.echo(text)
+    else:
+        from layoutopt.report.plan_table import render_plan
+
+        render_plan(plan, console())
+    if not plan.pools:
+        # Exit status 1 through the shared error path; the table above already lists the reasons.
+        shown = [] if output_format == "table" else plan.explanation.reasons + [
+            f"try: {s}" for s in plan.explanation.suggestions]
+        raise InfeasibleError(f"status {plan.status}: no plan meets the constraints", shown)

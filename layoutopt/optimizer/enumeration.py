@@ -1,0 +1,155 @@
+"""Build the ``CandidateTable``: propose layouts, filter them, ask the performance model.
+
+Proposals come from ``space.enumerate_proposals``; the structural filters drop those that cannot
+run; every survivor gets an ``InstancePerf`` (capacity at the SLO with headroom, latency
+percentiles, unloaded latencies); the latency floor and the capacity check drop those that cannot
+meet the SLO; dominated candidates go last. Every drop is counted under its filter's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.optimizer.candidates import Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice
+from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, drop_dominated, latency_floor
+from layoutopt.optimizer.plan import Percentiles
+from layoutopt.optimizer.space import Proposal, enumerate_proposals
+from layoutopt.perf_model.calibration import LINK_EFFICIENCY
+from layoutopt.perf_model.capacity import instance_capacity
+from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
+from layoutopt.perf_model.layout import Role
+from layoutopt.perf_model.links import inter_node_link
+from layoutopt.workloads.slo import SLO
+from layoutopt.workloads.workload import Workload
+
+# Lengths a sequence must fit at in memory: the long requests of the workload, not the mean.
+FIT_QUANTILE = 0.99
+
+
+class _Tally:
+    """Drop counts and one example reason per filter, in first-seen order."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, str] = {}
+        self.fastest_ttft: LatencyFloor | None = None
+        self.fastest_tpot: LatencyFloor | None = None
+
+    def observe(self, proposal: Proposal, perf) -> None:
+        """Remember the fastest unloaded TTFT and TPOT seen, for infeasibility reports."""
+        if proposal.role != "decode" and perf.unloaded_ttft_ms > 0 and (
+                self.fastest_ttft is None or perf.unloaded_ttft_ms < self.fastest_ttft.latency_ms):
+            self.fastest_ttft = self._floor(proposal, perf.unloaded_ttft_ms)
+        if proposal.role != "prefill" and perf.unloaded_tpot_ms > 0 and (
+                self.fastest_tpot is None or perf.unloaded_tpot_ms < self.fastest_tpot.latency_ms):
+            self.fastest_tpot = self._floor(proposal, perf.unloaded_tpot_ms)
+
+    @staticmethod
+    def _floor(proposal: Proposal, latency_ms: float) -> LatencyFloor:
+        return LatencyFloor(candidate=proposal.name, role=proposal.role, gpu=proposal.gpu.name,
+                            layout=proposal.layout, latency_ms=latency_ms)
+
+    def drop(self, name: str, reason: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+        self.examples.setdefault(name, reason)
+
+    def records(self) -> tuple[FilterRecord, ...]:
+        return tuple(FilterRecord(name=n, num_dropped=c, example=self.examples[n]) for n, c in self.counts.items())
+
+
+def roles_for_mode(mode: ModeChoice) -> list[Role]:
+    return {"auto": ["prefill", "decode", "colocated"], "colocated": ["colocated"],
+            "disaggregated": ["prefill", "decode"]}[mode]
+
+
+def filter_context(model: ModelSpec, workload: Workload, slo: SLO, engine: str) -> FilterContext:
+    p_in = workload.input_tokens.quantile_tokens(FIT_QUANTILE)
+    p_out = workload.output_tokens.quantile_tokens(FIT_QUANTILE)
+    return FilterContext(model=model, slo=slo, engine=engine, fit_context_tokens=p_in + p_out,
+                         prefill_fit_context_tokens=p_in, p90_input_tokens=workload.input_tokens.quantile_tokens(0.9))
+
+
+def structural_survivors(ctx: FilterContext, proposals: Sequence[Proposal], tally: _Tally) -> list[Proposal]:
+    kept = []
+    for proposal in proposals:
+        for name, check in STRUCTURAL_FILTERS:
+            reason = check(ctx, proposal)
+            if reason:
+                tally.drop(name, f"{proposal.role} on {proposal.gpu.name}: {reason}")
+                break
+        else:
+            kept.append(proposal)
+    return kept
+
+
+def _percentiles(value) -> Percentiles | None:
+    if value is None:
+        return None
+    return Percentiles(p50=float(value.p50), p90=float(value.p90), p99=float(value.p99))
+
+
+def candidate_from_perf(proposal: Proposal, perf, model: ModelSpec, workload: Workload, headroom: float) -> Candidate:
+    """A ``Candidate`` from the perf model's ``InstancePerf`` and the GPU's price and NIC."""
+    gpu, layout, role = proposal.gpu, proposal.layout, proposal.role
+    link = inter_node_link(gpu)
+    # KV leaves over the instance's NICs; keep the same utilization headroom as the GPUs.
+    nic_gb_per_s = layout.gpus_per_instance * link.bandwidth_gb_per_s * LINK_EFFICIENCY[link.kind] * headroom
+    kv_bytes = kv_transfer_bytes(model, layout.kv_precision, workload.mean_input_tokens) if role == "prefill" else 0.0
+    return Candidate(
+        name=proposal.name, role=role, gpu=gpu.name, layout=layout,
+        cost_usd_per_hour=gpu.price.typical_usd_per_hour * layout.gpus_per_instance,
+        capacity_rps=float(perf.capacity_rps), max_batch_size=max(1, int(perf.max_batch_size)),
+        kv_bytes_per_request=kv_bytes, nic_gb_per_s=nic_gb_per_s,
+        ttft_ms=_percentiles(perf.ttft_ms) if role != "decode" else None,
+        tpot_ms=_percentiles(perf.tpot_ms) if role != "prefill" else None,
+        unloaded_ttft_ms=perf.unloaded_ttft_ms if role != "decode" else None,
+        unloaded_tpot_ms=perf.unloaded_tpot_ms if role != "prefill" else None,
+        prefill_tok_per_s=float(perf.prefill_tok_per_s or 0.0), decode_tok_per_s=float(perf.decode_tok_per_s or 0.0),
+        bottleneck=str(perf.bottleneck or ""),
+    )
+
+
+def evaluate(ctx: FilterContext, proposals: Sequence[Proposal], workload: Workload, headroom: float,
+             tally: _Tally) -> list[Candidate]:
+    """InstancePerf for each proposal; drop those that miss the SLO unloaded or at any load."""
+    candidates = []
+    for proposal in proposals:
+        if proposal.gpu.price is None:
+            tally.drop("price", f"{proposal.gpu.name} has no price in the catalog (pass a prices file)")
+            continue
+        kv_link = inter_node_link(proposal.gpu) if proposal.role == "prefill" else None
+        perf = instance_capacity(ctx.model, proposal.gpu, proposal.layout, proposal.role, workload, ctx.slo,
+                                 engine=ctx.engine, headroom=headroom, kv_link=kv_link)
+        tally.observe(proposal, perf)
+        reason = latency_floor(ctx, proposal.role, perf.unloaded_ttft_ms, perf.unloaded_tpot_ms)
+        if reason:
+            tally.drop("latency floor", f"{proposal.name}: {reason}")
+            continue
+        if not perf.feasible or perf.capacity_rps <= 0:
+            tally.drop("capacity at SLO", f"{proposal.name}: {perf.reason or 'no rate meets the SLO'}")
+            continue
+        candidates.append(candidate_from_perf(proposal, perf, ctx.model, workload, headroom))
+    return candidates
+
+
+def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: Workload, slo: SLO, *,
+                          gpu_limits: dict[str, int], max_usd_per_hour: float | None, min_rate_rps: float | None,
+                          mode: ModeChoice = "auto", engine: str = "vllm", precision: str = "auto",
+                          headroom: float = 0.7) -> CandidateTable:
+    """Enumerate, filter and evaluate every candidate for ``gpus``; the solver's whole input."""
+    ctx = filter_context(model, workload, slo, engine)
+    tally = _Tally()
+    proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision, ctx.p90_input_tokens))
+    survivors = structural_survivors(ctx, proposals, tally)
+    candidates = evaluate(ctx, survivors, workload, headroom, tally)
+    candidates, dominated = drop_dominated(candidates)
+    for candidate, reason in dominated:
+        tally.drop("dominated", reason)
+    return CandidateTable(
+        candidates=tuple(candidates), gpu_limits=dict(gpu_limits), max_usd_per_hour=max_usd_per_hour,
+        min_rate_rps=min_rate_rps, mode=mode, mean_input_tokens=workload.mean_input_tokens,
+        mean_output_tokens=workload.mean_output_tokens, num_considered=len(proposals), filters=tally.records(),
+        fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot,
+    )

@@ -1,0 +1,161 @@
+"""Named filters that drop proposals before (structural) or after (performance) the perf model.
+
+Each filter returns None to keep a proposal or a one-line reason to drop it; enumeration counts
+the drops per filter name and keeps the first reason as an example, which the explanations and
+the infeasibility diagnosis read. Structural filters run in ``STRUCTURAL_FILTERS`` order, so a
+proposal is charged to the first rule it breaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from layoutopt.errors import LayoutError
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.optimizer.candidates import Candidate
+from layoutopt.optimizer.space import PCP_MIN_PROMPT_TOKENS, Proposal
+from layoutopt.perf_model import memory
+from layoutopt.perf_model.layout import Layout
+from layoutopt.workloads.slo import SLO
+
+
+class FilterContext(BaseModel):
+    """What the filters need besides the proposal: model, SLO, lengths, engine."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    model: ModelSpec
+    slo: SLO
+    engine: str = "vllm"
+    fit_context_tokens: float = 1.0
+    prefill_fit_context_tokens: float = 1.0
+    p90_input_tokens: float = 1.0
+
+    def context_tokens(self, proposal: Proposal) -> float:
+        """Context one sequence must fit at: the long requests of the workload (p99 lengths)."""
+        return self.prefill_fit_context_tokens if proposal.role == "prefill" else self.fit_context_tokens
+
+    def max_batch(self, proposal: Proposal, layout: Layout | None = None) -> int:
+        return memory.max_batch_size(self.model, proposal.gpu, layout or proposal.layout,
+                                     self.context_tokens(proposal), self.engine)
+
+
+StructuralFilter = Callable[[FilterContext, Proposal], "str | None"]
+
+
+def precision_support(ctx: FilterContext, p: Proposal) -> str | None:
+    """The GPU must compute in the weight precision (no FP8 on A100, no FP4 before Blackwell)."""
+    if not p.gpu.supports(p.layout.weight_precision):
+        return f"{p.gpu.name} has no {p.layout.weight_precision} support"
+    return None
+
+
+def scaleup_domain(ctx: FilterContext, p: Proposal) -> str | None:
+    """A pipeline stage (tp x dp x pcp GPUs) talks every layer, so it stays in one NVLink domain."""
+    if p.layout.gpus_per_stage > p.gpu.scaleup_domain_gpus:
+        return (f"{p.layout.short_name()}: {p.layout.gpus_per_stage} GPUs per stage exceed the "
+                f"{p.gpu.scaleup_domain_gpus}-GPU scale-up domain of {p.gpu.name}")
+    return None
+
+
+def divisibility(ctx: FilterContext, p: Proposal) -> str | None:
+    """Heads, KV heads, experts and layers must split evenly (the perf model's layout rules)."""
+    try:
+        memory.check_layout(ctx.model, p.gpu, p.layout)
+    except LayoutError as error:
+        return f"{p.layout.short_name()}: {error.allowed}"
+    return None
+
+
+def context_parallel_pays(ctx: FilterContext, p: Proposal) -> str | None:
+    """DCP only on decoding roles; PCP only on prefilling roles with long prompts."""
+    layout = p.layout
+    if layout.dcp_size > 1 and p.role == "prefill":
+        return f"{layout.short_name()}: DCP shards the decode KV cache; a prefill instance gains nothing"
+    if layout.pcp_size > 1 and (p.role == "decode" or ctx.p90_input_tokens < PCP_MIN_PROMPT_TOKENS):
+        return (f"{layout.short_name()}: PCP only pays for prompts of {PCP_MIN_PROMPT_TOKENS} tokens and more "
+                f"on prefilling roles (p90 prompt {ctx.p90_input_tokens:.0f})")
+    return None
+
+
+def memory_fit(ctx: FilterContext, p: Proposal) -> str | None:
+    """Weights, activations, reserve and one long sequence's KV fit in each GPU."""
+    if ctx.max_batch(p) >= 1:
+        return None
+    try:
+        memory.check_fits(ctx.model, p.gpu, p.layout, ctx.context_tokens(p), ctx.engine)
+    except LayoutError as error:
+        return error.allowed
+    return f"{p.layout.short_name()} does not fit in {p.gpu.name} memory"
+
+
+def pipeline_needed(ctx: FilterContext, p: Proposal) -> str | None:
+    """PP is the last resort: keep pp > 1 only when half as many stages would not fit."""
+    layout = p.layout
+    if layout.pp_size == 1:
+        return None
+    shallower = layout.model_copy(update={"pp_size": layout.pp_size // 2})
+    if ctx.max_batch(p, shallower) >= 1:
+        return f"{layout.short_name()}: pp {layout.pp_size // 2} already fits, more stages only add bubbles"
+    return None
+
+
+STRUCTURAL_FILTERS: tuple[tuple[str, StructuralFilter], ...] = (
+    ("precision support", precision_support),
+    ("scale-up domain", scaleup_domain),
+    ("divisibility", divisibility),
+    ("context parallelism", context_parallel_pays),
+    ("memory fit", memory_fit),
+    ("pipeline needed", pipeline_needed),
+)
+
+
+def latency_floor(ctx: FilterContext, candidate_role: str, unloaded_ttft_ms: float | None,
+                  unloaded_tpot_ms: float | None) -> str | None:
+    """An instance whose unloaded latency already misses the strictest SLO target cannot serve it."""
+    _, ttft_target = ctx.slo.strictest_ttft
+    _, tpot_target = ctx.slo.strictest_tpot
+    if candidate_role != "decode" and unloaded_ttft_ms is not None and unloaded_ttft_ms > ttft_target:
+        return f"unloaded TTFT {unloaded_ttft_ms:.0f} ms > target {ttft_target:g} ms"
+    if candidate_role != "prefill" and unloaded_tpot_ms is not None and unloaded_tpot_ms > tpot_target:
+        return f"unloaded TPOT {unloaded_tpot_ms:.1f} ms > target {tpot_target:g} ms"
+    return None
+
+
+def _dominates(better: Candidate, worse: Candidate) -> bool:
+    """k instances of ``better`` replace one of ``worse``: same GPUs and price, no less capacity."""
+    if better.role != worse.role or better.gpu != worse.gpu:
+        return False
+    if worse.gpus_per_instance % better.gpus_per_instance:
+        return False
+    k = worse.gpus_per_instance // better.gpus_per_instance
+    if better.kv_bytes_per_request > worse.kv_bytes_per_request:
+        return False
+    if k * better.cost_usd_per_hour > worse.cost_usd_per_hour * (1 + 1e-9):
+        return False
+    return k * better.capacity_rps >= worse.capacity_rps
+
+
+def drop_dominated(candidates: list[Candidate]) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
+    """Remove candidates some other candidate dominates; ties keep the one listed first by size.
+
+    Replacing one instance by ``k`` smaller ones with at least the same capacity keeps every
+    constraint (same GPUs, price and NIC bandwidth, no more KV bytes), so a dominated candidate
+    can never make a plan better; dropping it shrinks the model without losing optimality.
+    """
+    ordered = sorted(candidates, key=lambda c: (c.role, c.gpu, c.gpus_per_instance, -c.capacity_rps,
+                                                   c.kv_bytes_per_request, c.cost_usd_per_hour, c.name))
+    kept: list[Candidate] = []
+    dropped: list[tuple[Candidate, str]] = []
+    for candidate in ordered:
+        winner = next((k for k in kept if _dominates(k, candidate)), None)
+        if winner is None:
+            kept.append(candidate)
+        else:
+            k = candidate.gpus_per_instance // winner.gpus_per_instance
+            reason = f"{candidate.name}: {k} x {winner.name} serve at least as much for the same GPUs"
+            dropped.append((candidate, reason))
+    order = {c.name: i for i, c in enumerate(candidates)}
+    return sorted(kept, key=lambda c: order[c.name]), dropped

@@ -1,0 +1,319 @@
+r"""CP-SAT model of the serving-layout problem, and the phases that optimize it.
+
+Sets
+    C           candidates (instance kinds); C_prefill, C_decode, C_coloc by role
+    G           GPU types
+Parameters (integers, from ``scaling.to_integer_table``)
+    gpus_c      GPUs per instance of c                 g(c)   its GPU type
+    cost_c      price of one instance (cost units: 1e-3 $/h)
+    cap_c       requests one instance sustains at the SLO, with headroom (rate units: 1e-4 req/s)
+    kv          KV kilobytes one disaggregated request moves from prefill to decode
+    nic_c       usable scale-out bandwidth of one instance (kB/s)
+    U_c         most instances of c the budget allows
+    B_g         GPUs of type g available;  C_max  $ cap (cost units);  R_min  target rate (0 if none)
+Variables
+    n_c in {0..U_c}                 num_instances[c]
+    r_dis, r_col, r in {0..R_max}   rate_units[disaggregated | colocated | total]
+    u_dis, u_col in {0, 1}          uses_mode[disaggregated | colocated]
+Constraints
+    GPU budget         sum_{c: g(c)=g} gpus_c n_c <= B_g                       for all g in G
+    $ cap              sum_c cost_c n_c <= C_max
+    prefill capacity   sum_{c in C_prefill} cap_c n_c >= r_dis
+    decode capacity    sum_{c in C_decode}  cap_c n_c >= r_dis
+    colocated capacity sum_{c in C_coloc}   cap_c n_c >= r_col
+    rate balance       r = r_dis + r_col >= R_min
+    KV transfer        kv r_dis <= SCALE sum_{c in C_prefill} nic_c n_c   (and the same for C_decode)
+    mode               n_c <= U_c u_mode(c);  r_mode <= R_max u_mode;  each role of a used mode has
+                       an instance; --mode fixes u_dis = 0 or u_col = 0
+Objectives (cost = sum_c cost_c n_c), each lexicographic in two solves (no big-M weights)
+    max-goodput        max r; then, with r >= r*, min cost
+    min-cost           min cost s.t. r >= R_min; then, with cost <= cost*, max r
+    goodput-per-dollar max r / cost s.t. r >= max(R_min, 1). Dinkelbach: from q_0 = 0, solve
+                       F(q_k) = max d r - p cost (q_k = p / d, an exact fraction, so the
+                       coefficients are integers); the maximizer's ratio is q_{k+1}; stop when
+                       F(q_k) = 0, which proves q_k optimal. Improving steps may stop at a 0.1 %
+                       relative gap; the last step is always proved. Then keep
+                       d' r >= p' cost with p'/d' = (1 - eps) q* (eps = RATIO_TOLERANCE_FRACTION),
+                       max r, then min cost: a bigger budget is used whenever it keeps the ratio.
+Bounds and gaps
+    max-goodput and min-cost use CP-SAT's bound. For the ratio, a timed-out subproblem with bound
+    F_ub proves r / cost <= q + F_ub / cost_min (cost_min: the cheapest plan that serves traffic),
+    and the fractional relaxation (best capacity per dollar of any role combination) is a bound
+    too; the smaller one is reported.
+Determinism
+    One worker and a fixed seed: the same input gives the same plan whenever a phase finishes
+    within the time limit. The time limit covers all phases together.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+from pydantic import BaseModel, ConfigDict, Field
+
+from layoutopt.optimizer.constraints import default_constraints
+from layoutopt.optimizer.objectives import (
+    CostAtMost, MaximizeGoodput, MinimizeCost, ParametricRatio, PositiveRate, RateAtLeast, RatioFloor,
+)
+from layoutopt.optimizer.plan import Objective, SolverStatus
+from layoutopt.optimizer.ratio_bounds import cheapest_serving_cost_units, relaxed_ratio_bound
+from layoutopt.optimizer.scaling import (
+    COST_SCALE_PER_USD_PER_HOUR, RATE_SCALE_PER_RPS, IntegerTable, ratio_coefficients,
+)
+from layoutopt.optimizer.variables import LayoutVariables
+
+RANDOM_SEED = 20240607
+NUM_WORKERS = 1
+# The second goodput-per-dollar phase may give up this fraction of the best ratio for goodput.
+RATIO_TOLERANCE_FRACTION = 0.02
+MAX_DINKELBACH_ITERATIONS = 40
+# Improving Dinkelbach steps stop at this relative gap (the final, proving step has none).
+DINKELBACH_STEP_RELATIVE_GAP = 1e-3
+SECONDS_PER_HOUR = 3600.0
+
+
+class SolveOutcome(BaseModel):
+    """What one optimization returns: counts per candidate, rates and the proof status."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: SolverStatus
+    counts: dict[str, int] = Field(default_factory=dict, description="instances per candidate name")
+    disaggregated_rate_units: int = 0
+    colocated_rate_units: int = 0
+    cost_units: int = 0
+    objective_value: float | None = Field(default=None, description="in objective_unit")
+    best_bound: float | None = None
+    gap: float | None = None
+    objective_unit: str = ""
+    wall_time_s: float = 0.0
+    num_iterations: int = 0
+
+    @property
+    def rate_units(self) -> int:
+        return self.disaggregated_rate_units + self.colocated_rate_units
+
+    @property
+    def has_plan(self) -> bool:
+        return bool(self.counts)
+
+
+def requests_per_usd(rate_units: int | Fraction, cost_units: int | Fraction) -> float:
+    """Requests served per dollar spent: (req/s) / ($/h) x 3600 s/h."""
+    if not cost_units:
+        return 0.0
+    rps = float(rate_units) / RATE_SCALE_PER_RPS
+    usd_per_hour = float(cost_units) / COST_SCALE_PER_USD_PER_HOUR
+    return rps / usd_per_hour * SECONDS_PER_HOUR
+
+
+class _Solution:
+    """The numbers read off one CP-SAT solution."""
+
+    def __init__(self, variables: LayoutVariables, solver: cp_model.CpSolver):
+        self.counts = variables.counts(solver)
+        self.disaggregated = int(solver.value(variables.disaggregated_rate))
+        self.colocated = int(solver.value(variables.colocated_rate))
+        self.rate = self.disaggregated + self.colocated
+        self.cost = sum(c.cost_units * self.counts.get(c.name, 0) for c in variables.table.candidates)
+
+    @property
+    def ratio(self) -> Fraction:
+        return Fraction(self.rate, self.cost) if self.cost else Fraction(0)
+
+    def hint(self, variables: LayoutVariables) -> None:
+        variables.model.clear_hints()
+        for name, var in variables.num_instances.items():
+            variables.model.add_hint(var, self.counts.get(name, 0))
+
+
+class LayoutSolver:
+    """Builds the CP-SAT model of an ``IntegerTable`` and runs one objective's phases."""
+
+    def __init__(self, table: IntegerTable, objective: Objective, time_limit_s: float = 10.0,
+                 extra_constraints: Sequence = (), num_workers: int = NUM_WORKERS,
+                 random_seed: int = RANDOM_SEED, ratio_tolerance_fraction: float = RATIO_TOLERANCE_FRACTION):
+        if objective == "min-cost" and table.min_rate_units <= 0:
+            raise ValueError("min-cost needs a target rate (--rate)")
+        self.table = table
+        self.objective = objective
+        self.time_limit_s = time_limit_s
+        self.extra_constraints = list(extra_constraints)
+        self.num_workers = num_workers
+        self.random_seed = random_seed
+        self.ratio_tolerance_fraction = ratio_tolerance_fraction
+        self._deadline = 0.0
+        self._timed_out = False
+
+    # ------------------------------------------------------------------ plumbing
+    def _build(self) -> LayoutVariables:
+        variables = LayoutVariables(cp_model.CpModel(), self.table)
+        for module in default_constraints() + self.extra_constraints:
+            module.build(variables)
+        return variables
+
+    def _run(self, variables: LayoutVariables, relative_gap: float = 0.0) -> tuple[int, cp_model.CpSolver]:
+        solver = cp_model.CpSolver()
+        solver.parameters.relative_gap_limit = relative_gap
+        solver.parameters.num_workers = self.num_workers
+        solver.parameters.random_seed = self.random_seed
+        solver.parameters.max_time_in_seconds = max(0.05, self._deadline - time.perf_counter())
+        status = solver.solve(variables.model)
+        if status == cp_model.FEASIBLE or status == cp_model.UNKNOWN:
+            self._timed_out = True
+        return status, solver
+
+    def _out_of_time(self) -> bool:
+        """True once the time limit has passed; a phase skipped for it makes the result 'timeout'."""
+        if time.perf_counter() >= self._deadline:
+            self._timed_out = True
+        return self._timed_out
+
+    # ------------------------------------------------------------------ entry point
+    def solve(self) -> SolveOutcome:
+        start = time.perf_counter()
+        self._deadline = start + self.time_limit_s
+        self._timed_out = False
+        if not self.table.candidates or self.table.max_rate_units < max(1, self.table.min_rate_units):
+            return SolveOutcome(status="infeasible", wall_time_s=time.perf_counter() - start)
+        if self.objective == "goodput-per-dollar":
+            outcome = self._solve_ratio()
+        else:
+            outcome = self._solve_lexicographic()
+        return outcome.model_copy(update={"wall_time_s": time.perf_counter() - start})
+
+    def _status(self, proved: bool, found: bool) -> SolverStatus:
+        if not found:
+            return "timeout" if self._timed_out else "infeasible"
+        if proved:
+            return "optimal"
+        return "timeout" if self._timed_out else "feasible"
+
+    # ------------------------------------------------------------------ max-goodput, min-cost
+    def _two_phases(self, variables: LayoutVariables, first, keep: Callable[[_Solution], object], second,
+                    better: Callable[[_Solution, _Solution], bool]) -> tuple[_Solution | None, int, float, bool]:
+        """Optimize ``first``; then, holding its optimum with ``keep``, optimize ``second``.
+
+        Returns (final solution, first phase status, first phase bound, both phases proved).
+        """
+        first.build(variables)
+        status, solver = self._run(variables)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None, status, 0.0, False
+        primary = _Solution(variables, solver)
+        bound = solver.best_objective_bound
+        if self._out_of_time():
+            return primary, status, bound, False
+        keep(primary).build(variables)
+        second.build(variables)
+        primary.hint(variables)
+        second_status, second_solver = self._run(variables)
+        final = primary
+        if second_status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            found = _Solution(variables, second_solver)
+            final = found if better(found, primary) else primary
+        return final, status, bound, status == cp_model.OPTIMAL and second_status == cp_model.OPTIMAL
+
+    def _solve_lexicographic(self) -> SolveOutcome:
+        variables = self._build()
+        if self.objective == "max-goodput":
+            PositiveRate().build(variables)
+            result = self._two_phases(variables, MaximizeGoodput(), lambda sol: RateAtLeast(sol.rate),
+                                      MinimizeCost(), lambda a, b: a.cost < b.cost)
+        else:
+            result = self._two_phases(variables, MinimizeCost(), lambda sol: CostAtMost(sol.cost),
+                                      MaximizeGoodput(), lambda a, b: a.rate > b.rate)
+        solution, status, bound_units, proved = result
+        if status == cp_model.MODEL_INVALID:
+            return SolveOutcome(status="model_invalid", num_iterations=1)
+        if solution is None:
+            return SolveOutcome(status=self._status(False, False), num_iterations=1)
+        if self.objective == "max-goodput":
+            value, bound = solution.rate / RATE_SCALE_PER_RPS, math.floor(bound_units) / RATE_SCALE_PER_RPS
+            gap = (bound - value) / bound if bound > 0 else 0.0
+            unit = "req/s"
+        else:
+            value = solution.cost / COST_SCALE_PER_USD_PER_HOUR
+            bound = math.ceil(bound_units) / COST_SCALE_PER_USD_PER_HOUR
+            gap = (value - bound) / value if value > 0 else 0.0
+            unit = "$/h"
+        status_name = self._status(proved, True)
+        return self._outcome(solution, status_name, value, bound, 0.0 if status_name == "optimal" else max(gap, 0.0),
+                             unit, 1)
+
+    def _outcome(self, solution: _Solution, status: SolverStatus, value: float, bound: float, gap: float,
+                 unit: str, iterations: int) -> SolveOutcome:
+        return SolveOutcome(
+            status=status, counts=solution.counts, disaggregated_rate_units=solution.disaggregated,
+            colocated_rate_units=solution.colocated, cost_units=solution.cost, objective_value=value,
+            best_bound=bound, gap=gap, objective_unit=unit, num_iterations=iterations,
+        )
+
+    # ------------------------------------------------------------------ goodput per dollar
+    def _solve_ratio(self) -> SolveOutcome:
+        variables = self._build()
+        PositiveRate().build(variables)
+        max_rate = self.table.max_rate_units
+        max_cost = self.table.max_total_cost_units
+        incumbent: _Solution | None = None
+        ratio = Fraction(0)
+        proved = False
+        ratio_bound: Fraction | None = None
+        iterations = 0
+        while iterations < MAX_DINKELBACH_ITERATIONS:
+            iterations += 1
+            numerator, denominator = ratio_coefficients(ratio, max_rate, max_cost)
+            ParametricRatio(numerator, denominator).build(variables)
+            # An improving step need not be optimal; only the last step (value 0) must be proved.
+            status, solver = self._run(variables, DINKELBACH_STEP_RELATIVE_GAP if incumbent else 0.0)
+            if status == cp_model.MODEL_INVALID:
+                return SolveOutcome(status="model_invalid", num_iterations=iterations)
+            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                if incumbent is None:
+                    return SolveOutcome(status=self._status(False, False), num_iterations=iterations)
+                break
+            found = _Solution(variables, solver)
+            subproblem_bound = Fraction(math.floor(solver.best_objective_bound))
+            q = Fraction(numerator, denominator)
+            # Every plan has d r - p cost <= bound, so r / cost <= q + bound / (d cost_min).
+            ratio_bound = q + max(subproblem_bound, Fraction(0)) / (
+                denominator * max(1, cheapest_serving_cost_units(self.table)))
+            if found.ratio > ratio:
+                incumbent, ratio = found, found.ratio
+                incumbent.hint(variables)
+                if not self._out_of_time():
+                    continue
+                break
+            proved = subproblem_bound <= 0 and q == ratio
+            break
+        assert incumbent is not None
+        relaxed = relaxed_ratio_bound(self.table)
+        bounds = [b for b in (ratio_bound, relaxed) if b is not None]
+        best_bound = max(min(bounds), ratio) if bounds else ratio
+        if proved:
+            best_bound = ratio
+        final, budget_proved = incumbent, False
+        if not self._out_of_time():
+            final, budget_proved = self._use_budget(variables, incumbent, ratio)
+        status = self._status(proved and budget_proved, True)
+        gap = float((best_bound - ratio) / best_bound) if best_bound > 0 else 0.0
+        return self._outcome(final, status, requests_per_usd(final.rate, final.cost),
+                             requests_per_usd(best_bound.numerator, best_bound.denominator),
+                             0.0 if status == "optimal" else max(gap, 0.0), "requests/$", iterations)
+
+    def _use_budget(self, variables: LayoutVariables, incumbent: _Solution, ratio: Fraction) -> tuple[_Solution, bool]:
+        """Keep the ratio within the tolerance, maximize goodput, then minimize cost; (plan, proved)."""
+        floor = ratio * (1 - Fraction(self.ratio_tolerance_fraction).limit_denominator(10**6))
+        numerator, denominator = ratio_coefficients(floor, self.table.max_rate_units, self.table.max_total_cost_units)
+        RatioFloor(numerator, denominator).build(variables)
+        incumbent.hint(variables)
+        final, status, _, proved = self._two_phases(
+            variables, MaximizeGoodput(), lambda sol: RateAtLeast(sol.rate), MinimizeCost(),
+            lambda a, b: a.cost < b.cost)
+        if final is None or (final.rate, -final.cost) < (incumbent.rate, -incumbent.cost):
+            return incumbent, False
+        return final, proved

@@ -1,0 +1,100 @@
+"""The space of instance layouts the optimizer considers, before any filter.
+
+The space is kept sensible rather than exhaustive, following the seeds' practice:
+- degrees are powers of two, and every group that talks each layer (TP x DP x PCP: one pipeline
+  stage) is at most one scale-up domain;
+- attention DP and expert parallelism only for MoE models; with EP the experts are spread over
+  all ``tp x dp`` ranks of a stage (vLLM's --enable-expert-parallel);
+- DCP only on decoding roles and only while ``tp > num_kv_heads`` (it removes KV duplication);
+- PCP only on prefilling roles and only for long prompts (``PCP_MIN_PROMPT_TOKENS`` at p90);
+- PP is proposed at every depth here; the ``pipeline_needed`` filter keeps it only where one
+  stage less would not fit (quantize first, PP last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pydantic import BaseModel, ConfigDict
+
+from layoutopt.hardware_catalog.schemas import PRECISIONS, GpuSpec, Precision
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.perf_model.layout import Layout, Role
+
+# Prompts at least this long (p90) make prefill context parallelism worth proposing: below it a
+# prompt's attention is a small share of prefill and PCP only adds GPUs (seeds/000: ">= 128k").
+PCP_MIN_PROMPT_TOKENS = 16_384
+PCP_SIZES = (2, 4)
+MAX_TP_SIZE = 64
+MAX_PP_SIZE = 8
+# vLLM's default KV-cache dtype follows the model dtype (bf16 caches for bf16 and fp8 weights).
+DEFAULT_KV_PRECISION: Precision = "bf16"
+
+
+class Proposal(BaseModel):
+    """One (role, GPU, layout) the enumeration proposes; filters decide whether it is kept."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    role: Role
+    gpu: GpuSpec
+    layout: Layout
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.gpu.name}-{self.layout.short_name()}"
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    values, value = [], 1
+    while value <= limit:
+        values.append(value)
+        value *= 2
+    return values
+
+
+def precision_pairs(gpu: GpuSpec, precision: str) -> list[tuple[Precision, Precision]]:
+    """(weight, KV) precisions to try: all the GPU supports under 'auto', else the one asked for.
+
+    A fixed precision the GPU lacks is still proposed, so the ``precision_support`` filter can
+    say why nothing is left.
+    """
+    if precision != "auto":
+        return [(precision, DEFAULT_KV_PRECISION)]  # type: ignore[list-item]
+    weights = [p for p in PRECISIONS if gpu.supports(p)]
+    kvs: list[Precision] = ["bf16"] + (["fp8"] if gpu.supports("fp8") else [])
+    return [(w, kv) for w in weights for kv in kvs]
+
+
+def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role, long_prompts: bool) -> Iterator[dict]:
+    """Parallel degrees (tp, pp, ep, dp, dcp, pcp) of one role on one GPU type."""
+    domain = gpu.scaleup_domain_gpus
+    tps = _powers_of_two(min(domain, MAX_TP_SIZE))
+    dps = _powers_of_two(domain) if model.is_moe else [1]
+    pcps = [1] + ([p for p in PCP_SIZES] if long_prompts and role != "decode" else [])
+    for tp in tps:
+        dcps = [1]
+        if role != "prefill" and tp > model.num_kv_heads:
+            # MLA counts as one KV head: its latent cache is duplicated on every TP rank.
+            dcps += [d for d in _powers_of_two(tp // model.num_kv_heads) if d > 1]
+        for dp in dps:
+            for pcp in pcps:
+                if tp * dp * pcp > domain:
+                    continue
+                eps = [1] + ([tp * dp] if model.is_moe and tp * dp > 1 else [])
+                for ep in eps:
+                    for dcp in dcps:
+                        for pp in _powers_of_two(MAX_PP_SIZE):
+                            yield dict(tp_size=tp, pp_size=pp, ep_size=ep, dp_size=dp, dcp_size=dcp, pcp_size=pcp)
+
+
+def enumerate_proposals(model: ModelSpec, gpus: list[GpuSpec], roles: list[Role], precision: str,
+                        p90_input_tokens: float) -> Iterator[Proposal]:
+    """Every proposal of the space, in a fixed order (GPU, role, precision, degrees)."""
+    long_prompts = p90_input_tokens >= PCP_MIN_PROMPT_TOKENS
+    for gpu in gpus:
+        for role in roles:
+            for weight, kv in precision_pairs(gpu, precision):
+                for degrees in degree_combinations(model, gpu, role, long_prompts):
+                    layout = Layout(**degrees, weight_precision=weight, kv_precision=kv)
+                    yield Proposal(role=role, gpu=gpu, layout=layout)

@@ -1,0 +1,79 @@
+"""The CP-SAT decision variables, in one container with query methods.
+
+Constraint and objective modules ask this container for what they need (instances of one role,
+GPUs of one type, total cost) instead of building expressions of their own, so each expression
+has one definition.
+"""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from layoutopt.optimizer.scaling import IntegerCandidate, IntegerTable
+from layoutopt.perf_model.layout import Role
+
+
+class LayoutVariables:
+    """``num_instances[name]``, the rates served per mode and the mode choices."""
+
+    def __init__(self, model: cp_model.CpModel, table: IntegerTable):
+        self.model = model
+        self.table = table
+        # How many instances of each candidate the plan runs: the main decision.
+        self.num_instances: dict[str, cp_model.IntVar] = {
+            c.name: model.new_int_var(0, c.max_instances, f"num_instances[{c.name}]") for c in table.candidates
+        }
+        max_rate = max(table.max_rate_units, 0)
+        # Requests/s (in rate units) served by prefill+decode pools and by colocated instances;
+        # kept apart because each is bounded by different capacities.
+        self.disaggregated_rate = model.new_int_var(0, max_rate, "rate_units[disaggregated]")
+        self.colocated_rate = model.new_int_var(0, max_rate, "rate_units[colocated]")
+        # The rate the whole plan serves: the goodput the objectives reward.
+        self.total_rate = model.new_int_var(0, max_rate, "rate_units[total]")
+        # Whether the plan runs disaggregated pools / colocated instances at all (any-or-none).
+        self.uses_disaggregated = model.new_bool_var("uses_mode[disaggregated]")
+        self.uses_colocated = model.new_bool_var("uses_mode[colocated]")
+        # Whether a candidate is used at all; created on demand (no-good cuts for --top-k).
+        self._is_used: dict[str, cp_model.IntVar] = {}
+
+    # ------------------------------------------------------------------ queries
+    def candidates(self, role: Role | None = None) -> list[IntegerCandidate]:
+        return [c for c in self.table.candidates if role is None or c.role == role]
+
+    def capacity(self, role: Role) -> cp_model.LinearExpr:
+        """Rate units the instances of ``role`` sustain together."""
+        return cp_model.LinearExpr.weighted_sum(
+            [self.num_instances[c.name] for c in self.candidates(role)],
+            [c.capacity_rate_units for c in self.candidates(role)],
+        )
+
+    def num_role_instances(self, role: Role) -> cp_model.LinearExpr:
+        return cp_model.LinearExpr.sum([self.num_instances[c.name] for c in self.candidates(role)])
+
+    def gpus_of_type(self, gpu: str) -> cp_model.LinearExpr:
+        rows = [c for c in self.table.candidates if c.gpu == gpu]
+        return cp_model.LinearExpr.weighted_sum(
+            [self.num_instances[c.name] for c in rows], [c.gpus_per_instance for c in rows]
+        )
+
+    def total_cost(self) -> cp_model.LinearExpr:
+        """Cost units of the whole plan."""
+        rows = self.table.candidates
+        return cp_model.LinearExpr.weighted_sum([self.num_instances[c.name] for c in rows],
+                                                [c.cost_units for c in rows])
+
+    def is_used(self, name: str) -> cp_model.IntVar:
+        """A bool equal to ``num_instances[name] >= 1`` (created the first time it is asked for)."""
+        if name not in self._is_used:
+            used = self.model.new_bool_var(f"is_used[{name}]")
+            count = self.num_instances[name]
+            self.model.add(count >= 1).only_enforce_if(used)
+            self.model.add(count == 0).only_enforce_if(~used)
+            self._is_used[name] = used
+        return self._is_used[name]
+
+    # ------------------------------------------------------------------ reading a solution
+    def counts(self, solver: cp_model.CpSolver) -> dict[str, int]:
+        """Instances per candidate in the solver's current solution (zeros left out)."""
+        values = {name: int(solver.value(var)) for name, var in self.num_instances.items()}
+        return {name: n for name, n in values.items() if n}

@@ -1,0 +1,109 @@
+"""The layout space, each named filter, dominance, and the enumeration record."""
+
+from __future__ import annotations
+
+import pytest
+
+from layoutopt.hardware_catalog.catalog import get_gpu
+from layoutopt.model_catalog.catalog import get_model
+from layoutopt.optimizer.enumeration import build_candidate_table, filter_context
+from layoutopt.optimizer.filters import (
+    context_parallel_pays, divisibility, drop_dominated, latency_floor, memory_fit, pipeline_needed,
+    precision_support, scaleup_domain,
+)
+from layoutopt.optimizer.space import PCP_MIN_PROMPT_TOKENS, Proposal, degree_combinations, precision_pairs
+from layoutopt.optimizer.synthetic import make_candidate
+from layoutopt.perf_model.layout import Layout
+from layoutopt.workloads.presets import default_workload, workload_from_lengths
+from layoutopt.workloads.slo import SLO
+
+SLO_CHAT = SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 30})
+H100, A100 = get_gpu("H100"), get_gpu("A100")
+DENSE, MOE, BIG = get_model("qwen3-32b"), get_model("qwen3.5-35b-a3b"), get_model("qwen3.5-397b-a17b")
+
+
+def ctx(model=DENSE, workload=None):
+    return filter_context(model, workload or default_workload(), SLO_CHAT, "vllm")
+
+
+def proposal(role="colocated", gpu=H100, **degrees) -> Proposal:
+    return Proposal(role=role, gpu=gpu, layout=Layout(**degrees))
+
+
+def test_space_rules():
+    dense = list(degree_combinations(DENSE, H100, "colocated", long_prompts=False))
+    assert all(d["dp_size"] == 1 and d["ep_size"] == 1 for d in dense)  # DP/EP only for MoE
+    assert all(d["pcp_size"] == 1 for d in dense)  # PCP only for long prompts
+    assert {d["tp_size"] for d in dense} == {1, 2, 4, 8}  # powers of two within the 8-GPU domain
+    moe = list(degree_combinations(MOE, H100, "decode", long_prompts=True))
+    assert all(d["tp_size"] * d["dp_size"] <= 8 for d in moe)
+    assert all(d["ep_size"] in (1, d["tp_size"] * d["dp_size"]) for d in moe)
+    assert all(d["pcp_size"] == 1 for d in moe)  # decode never gets PCP
+    # DCP only while tp > KV heads (2 for Qwen3.5), up to tp / KV heads.
+    assert {(d["tp_size"], d["dcp_size"]) for d in moe if d["dcp_size"] > 1} == {(4, 2), (8, 2), (8, 4)}
+    long_prefill = list(degree_combinations(DENSE, H100, "prefill", long_prompts=True))
+    assert {d["pcp_size"] for d in long_prefill} == {1, 2, 4}
+    assert all(d["dcp_size"] == 1 for d in long_prefill)
+
+
+def test_precision_pairs():
+    assert precision_pairs(H100, "auto") == [("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "bf16"), ("fp8", "fp8")]
+    assert precision_pairs(A100, "auto") == [("bf16", "bf16")]
+    assert precision_pairs(A100, "fp8") == [("fp8", "bf16")]  # proposed so the filter can say why
+
+
+@pytest.mark.parametrize("check, keep, drop", [
+    (precision_support, proposal(weight_precision="fp8"), proposal(gpu=A100, weight_precision="fp8")),
+    (scaleup_domain, proposal(tp_size=8), proposal(tp_size=8, pcp_size=2)),
+    (divisibility, proposal(tp_size=8), proposal(tp_size=16)),  # 64 heads, 8 KV heads: tp 16 breaks KV heads
+    (memory_fit, proposal(tp_size=1, weight_precision="fp8"),
+     proposal(tp_size=1, weight_precision="bf16", gpu=get_gpu("L4"))),
+    (pipeline_needed, proposal(tp_size=1, pp_size=1), proposal(tp_size=2, pp_size=2, weight_precision="fp8")),
+])
+def test_structural_filter_keeps_and_drops(check, keep, drop):
+    assert check(ctx(), keep) is None
+    assert isinstance(check(ctx(), drop), str) and check(ctx(), drop)
+
+
+def test_pipeline_kept_when_a_stage_does_not_fit():
+    deep = proposal("colocated", tp_size=8, pp_size=2, weight_precision="bf16")
+    # 397B in BF16 (~740 GiB) needs two 8-GPU H100 stages.
+    assert pipeline_needed(ctx(BIG), deep) is None
+
+
+def test_context_parallel_filter():
+    long_ctx = ctx(workload=workload_from_lengths(PCP_MIN_PROMPT_TOKENS * 2, 100))
+    assert context_parallel_pays(long_ctx, proposal("prefill", tp_size=4, pcp_size=2)) is None
+    assert "PCP" in context_parallel_pays(ctx(), proposal("prefill", tp_size=4, pcp_size=2))
+    assert "DCP" in context_parallel_pays(ctx(), proposal("prefill", tp_size=8, dcp_size=2))
+
+
+def test_latency_floor():
+    c = ctx()
+    assert latency_floor(c, "prefill", 900.0, None) is None
+    assert "TTFT" in latency_floor(c, "prefill", 1200.0, None)
+    assert latency_floor(c, "decode", 5000.0, 20.0) is None  # decode instances do not own TTFT
+    assert "TPOT" in latency_floor(c, "colocated", 100.0, 31.0)
+
+
+def test_dominated_candidates_are_dropped():
+    small = make_candidate("colocated", tp_size=1, capacity_rps=1.0)
+    big_worse = make_candidate("colocated", tp_size=2, capacity_rps=1.9)  # 2 x small serve 2.0
+    big_better = make_candidate("colocated", tp_size=4, capacity_rps=4.5)  # superlinear: kept
+    other_role = make_candidate("decode", tp_size=2, capacity_rps=0.5)
+    kept, dropped = drop_dominated([big_worse, small, big_better, other_role])
+    assert [c.name for c in kept] == [small.name, big_better.name, other_role.name]
+    assert [c.name for c, _ in dropped] == [big_worse.name]
+
+
+def test_enumeration_records_drops_and_builds_candidates():
+    table = build_candidate_table(DENSE, [H100], default_workload(), SLO_CHAT, gpu_limits={"H100-SXM": 8},
+                                  max_usd_per_hour=None, min_rate_rps=None)
+    assert table.num_considered > len(table.candidates) > 0
+    assert table.dropped_by("pipeline needed") > 0
+    kept_plus_dropped = len(table.candidates) + sum(f.num_dropped for f in table.filters)
+    assert kept_plus_dropped == table.num_considered
+    for c in table.candidates:
+        assert c.capacity_rps > 0 and c.cost_usd_per_hour == pytest.approx(3.99 * c.gpus_per_instance)
+        assert (c.kv_bytes_per_request > 0) == (c.role == "prefill")
+    assert table.fastest_ttft is not None and table.fastest_tpot is not None

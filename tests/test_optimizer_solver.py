@@ -1,0 +1,212 @@
+"""The CP-SAT solver against a brute-force enumerator over the same integer candidate tables."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from layoutopt.optimizer.candidates import CandidateTable
+from layoutopt.optimizer.constraints import ExcludePlanStructure
+from layoutopt.optimizer.scaling import RATE_SCALE_PER_RPS, IntegerCandidate, IntegerTable, to_integer_table
+from layoutopt.optimizer.solver import RATIO_TOLERANCE_FRACTION, LayoutSolver, requests_per_usd
+from layoutopt.optimizer.synthetic import make_candidate
+from layoutopt.optimizer.validate import plan_violations
+
+
+def brute_force_plans(t: IntegerTable):
+    """Every integer plan of ``t`` with its best rate split: yields (counts, rate, cost)."""
+    rows = t.candidates
+    kv = max((c.kv_kb_per_request for c in rows if c.role == "prefill"), default=0)
+    for counts in itertools.product(*[range(c.max_instances + 1) for c in rows]):
+        gpus: dict[str, int] = {}
+        for c, n in zip(rows, counts):
+            gpus[c.gpu] = gpus.get(c.gpu, 0) + n * c.gpus_per_instance
+        if any(gpus.get(g, 0) > limit for g, limit in t.gpu_limits.items()):
+            continue
+        cost = sum(c.cost_units * n for c, n in zip(rows, counts))
+        if t.max_cost_units is not None and cost > t.max_cost_units:
+            continue
+        per_role = {role: sum(n for c, n in zip(rows, counts) if c.role == role)
+                    for role in ("prefill", "decode", "colocated")}
+        if (per_role["prefill"] > 0) != (per_role["decode"] > 0):
+            continue  # a used mode needs both of its roles
+        if t.mode == "colocated" and per_role["prefill"]:
+            continue
+        if t.mode == "disaggregated" and per_role["colocated"]:
+            continue
+
+        def capacity(role):
+            return sum(c.capacity_rate_units * n for c, n in zip(rows, counts) if c.role == role)
+
+        def nic(role):
+            return sum(c.nic_kb_per_s * n for c, n in zip(rows, counts) if c.role == role)
+
+        disaggregated = min(capacity("prefill"), capacity("decode"))
+        if kv and disaggregated:
+            disaggregated = min(disaggregated, RATE_SCALE_PER_RPS * nic("prefill") // kv,
+                                RATE_SCALE_PER_RPS * nic("decode") // kv)
+        rate = min(disaggregated + capacity("colocated"), t.max_rate_units)
+        if rate < t.min_rate_units:
+            continue
+        yield dict(zip([c.name for c in rows], counts)), rate, cost
+
+
+@st.composite
+def small_tables(draw):
+    roles = ["prefill", "decode", "colocated"]
+    gpus = ["H100", "H200"]
+    rows = []
+    for index in range(draw(st.integers(2, 4))):
+        rows.append(IntegerCandidate(
+            name=f"c{index}", role=draw(st.sampled_from(roles)), gpu=draw(st.sampled_from(gpus)),
+            gpus_per_instance=draw(st.sampled_from([1, 2, 4])), cost_units=draw(st.integers(1000, 9000)),
+            capacity_rate_units=draw(st.integers(1, 60)), kv_kb_per_request=draw(st.sampled_from([0, 0, 5000])),
+            nic_kb_per_s=draw(st.integers(0, 30)), max_instances=draw(st.integers(1, 3)),
+        ))
+    limits = {g: draw(st.integers(2, 8)) for g in gpus}
+    max_cost = draw(st.one_of(st.none(), st.integers(3000, 30000)))
+    mode = draw(st.sampled_from(["auto", "auto", "colocated", "disaggregated"]))
+    total = {r: sum(c.capacity_rate_units * c.max_instances for c in rows if c.role == r) for r in roles}
+    max_rate = total["colocated"] + min(total["prefill"], total["decode"])
+    min_rate = draw(st.one_of(st.just(0), st.integers(1, max(1, max_rate))))
+    return IntegerTable(candidates=tuple(rows), gpu_limits=limits, max_cost_units=max_cost,
+                        min_rate_units=min_rate, mode=mode, max_rate_units=max_rate)
+
+
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(small_tables())
+def test_max_goodput_matches_brute_force(t):
+    plans = [(r, c) for _, r, c in brute_force_plans(t) if r >= 1]
+    outcome = LayoutSolver(t, "max-goodput", time_limit_s=5).solve()
+    if not plans:
+        assert outcome.status == "infeasible"
+        return
+    best_rate = max(r for r, _ in plans)
+    cheapest = min(c for r, c in plans if r == best_rate)
+    assert outcome.status == "optimal"
+    assert outcome.rate_units == best_rate
+    assert outcome.cost_units == cheapest
+
+
+@PROPERTY
+@given(small_tables())
+def test_min_cost_matches_brute_force(t):
+    if t.min_rate_units < 1:
+        return
+    plans = [(r, c) for _, r, c in brute_force_plans(t)]
+    outcome = LayoutSolver(t, "min-cost", time_limit_s=5).solve()
+    if not plans:
+        assert outcome.status == "infeasible"
+        return
+    cheapest = min(c for _, c in plans)
+    assert outcome.status == "optimal"
+    assert outcome.cost_units == cheapest
+    assert outcome.rate_units == max(r for r, c in plans if c == cheapest)
+
+
+@PROPERTY
+@given(small_tables())
+def test_goodput_per_dollar_matches_brute_force(t):
+    plans = [(r, c) for _, r, c in brute_force_plans(t) if r >= 1]
+    outcome = LayoutSolver(t, "goodput-per-dollar", time_limit_s=5).solve()
+    if not plans:
+        assert outcome.status == "infeasible"
+        return
+    best_ratio = max(Fraction(r, c) for r, c in plans)
+    assert outcome.status == "optimal"
+    assert outcome.best_bound == pytest.approx(requests_per_usd(best_ratio.numerator, best_ratio.denominator))
+    # Second phase: most goodput among plans within the ratio tolerance, then the cheapest.
+    floor = best_ratio * (1 - Fraction(RATIO_TOLERANCE_FRACTION).limit_denominator(10**6))
+    kept = [(r, c) for r, c in plans if Fraction(r, c) >= floor]
+    best_rate = max(r for r, _ in kept)
+    assert outcome.rate_units == best_rate
+    assert outcome.cost_units == min(c for r, c in kept if r == best_rate)
+    assert Fraction(outcome.rate_units, outcome.cost_units) >= floor
+
+
+def synthetic_table(**kwargs) -> CandidateTable:
+    candidates = (
+        make_candidate("colocated", tp_size=1, capacity_rps=1.0),
+        make_candidate("colocated", tp_size=2, capacity_rps=2.5),
+        make_candidate("prefill", tp_size=1, capacity_rps=4.0, kv_bytes_per_request=1e8),
+        make_candidate("decode", tp_size=2, capacity_rps=3.0),
+    )
+    return CandidateTable(candidates=candidates, **{"gpu_limits": {"H100-SXM": 8}, **kwargs})
+
+
+def test_plan_from_solver_passes_validator():
+    table = synthetic_table(min_rate_rps=3.3)
+    for objective in ("goodput-per-dollar", "max-goodput", "min-cost"):
+        outcome = LayoutSolver(to_integer_table(table), objective).solve()
+        assert outcome.status == "optimal"
+        assert plan_violations(table, outcome.counts, outcome.disaggregated_rate_units / RATE_SCALE_PER_RPS,
+                               outcome.colocated_rate_units / RATE_SCALE_PER_RPS) == []
+
+
+def test_hand_computed_goodput_per_dollar():
+    # tp2 colocated: 2.5 req/s for $4/h = 0.625 req/s per $/h, better than tp1 (0.5) and the
+    # disaggregated pair (1 / (2/4 + 4/3) = 0.545). Four of them use the 8 GPUs.
+    outcome = LayoutSolver(to_integer_table(synthetic_table()), "goodput-per-dollar").solve()
+    assert outcome.counts == {"colocated-H100-SXM-tp2-fp8-kvbf16": 4}
+    assert outcome.objective_value == pytest.approx(0.625 * 3600)
+    assert outcome.gap == 0.0
+
+
+def test_mode_disaggregated_uses_pools():
+    outcome = LayoutSolver(to_integer_table(synthetic_table(mode="disaggregated")), "max-goodput").solve()
+    roles = {name.split("-")[0] for name in outcome.counts}
+    assert roles == {"prefill", "decode"}
+    assert outcome.colocated_rate_units == 0
+
+
+def test_infeasible_rate_and_min_cost_needs_rate():
+    outcome = LayoutSolver(to_integer_table(synthetic_table(min_rate_rps=50.0)), "goodput-per-dollar").solve()
+    assert outcome.status == "infeasible" and not outcome.has_plan
+    with pytest.raises(ValueError, match="min-cost needs a target rate"):
+        LayoutSolver(to_integer_table(synthetic_table()), "min-cost")
+
+
+def test_exclusion_gives_a_distinct_plan():
+    table = to_integer_table(synthetic_table())
+    first = LayoutSolver(table, "goodput-per-dollar").solve()
+    second = LayoutSolver(table, "goodput-per-dollar", extra_constraints=[ExcludePlanStructure(first.counts)]).solve()
+    assert set(second.counts) != set(first.counts)
+    assert second.objective_value <= first.objective_value + 1e-9
+
+
+def test_deterministic():
+    table = to_integer_table(synthetic_table(gpu_limits={"H100-SXM": 64}))
+    runs = [LayoutSolver(table, "goodput-per-dollar").solve() for _ in range(3)]
+    assert len({(tuple(sorted(r.counts.items())), r.rate_units) for r in runs}) == 1
+
+
+def random_table(seed: int, size: int = 60) -> CandidateTable:
+    rng = random.Random(seed)
+    prices = {"H100-SXM": 3.99, "H200-SXM": 4.54, "B200": 6.03}
+    candidates = []
+    for index in range(size):
+        role, gpu = rng.choice(["prefill", "decode", "colocated"]), rng.choice(list(prices))
+        tp = rng.choice([1, 2, 4, 8])
+        candidates.append(make_candidate(role, gpu=gpu, tp_size=tp, capacity_rps=rng.uniform(0.5, 10) * tp**0.9,
+                                         usd_per_gpu_hour=prices[gpu], name=f"c{index}-{role}",
+                                         kv_bytes_per_request=rng.uniform(1e7, 1e9)))
+    return CandidateTable(candidates=tuple(candidates), gpu_limits={"H100-SXM": 997, "H200-SXM": 1013, "B200": 1021})
+
+
+@pytest.mark.parametrize("objective", ["max-goodput", "goodput-per-dollar"])
+def test_time_limit_gives_timeout_with_best_plan_and_gap(objective):
+    table = to_integer_table(random_table(3))
+    outcome = LayoutSolver(table, objective, time_limit_s=1e-6).solve()
+    assert outcome.status == "timeout"
+    if outcome.has_plan:
+        assert outcome.gap >= 0 and outcome.best_bound >= outcome.objective_value - 1e-9
+    finished = LayoutSolver(table, objective, time_limit_s=10).solve()
+    assert finished.status == "optimal" and finished.gap == 0.0
