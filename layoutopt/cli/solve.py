@@ -32,26 +32,44 @@ from layoutopt.errors import InfeasibleError
               help="seconds for the solver")
 @click.option("--gpus", "gpus_path", type=click.Path(dir_okay=False), default=None, help="extra GPU catalog rows")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False), default=None, help="prices file")
+@click.option("--verify", is_flag=True, help="replay the plan in the simulator at its planned rate")
+@click.option("--verify-requests", type=click.IntRange(min=100), default=20_000, show_default=True,
+              help="requests to simulate with --verify")
+@click.option("--emit", "emit_dir", type=click.Path(file_okay=False), default=None,
+              help="write plan.json, report.md, launch scripts, Kubernetes manifests and plots to this directory")
 @format_option
 @click.option("--output", "output_path", type=click.Path(dir_okay=False), default=None,
               help="also write the plan as JSON to this file")
 def command(model, budget, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine, precision,
-            headroom, top_k, time_limit_s, gpus_path, prices_path, output_format, output_path) -> None:
+            headroom, top_k, time_limit_s, gpus_path, prices_path, verify, verify_requests, emit_dir, output_format,
+            output_path) -> None:
     """Find the layout that maximizes goodput per dollar (or another --objective) under the SLO."""
     from layoutopt import api
 
     plan = api.solve(model, budget, slo_path, workload_path, isl=isl, osl=osl, rate_rps=rate_rps,
                      objective=objective, mode=mode, engine=engine, precision=precision, headroom=headroom,
                      top_k=top_k, time_limit_s=time_limit_s, gpus_path=gpus_path, prices_path=prices_path)
+    if verify and plan.pools:
+        from layoutopt.simulator.verify import verify_plan
+
+        plan = verify_plan(plan, num_requests=verify_requests)
     text = json.dumps(to_jsonable(plan), indent=2)
     if output_path:
         write_atomically(output_path, text + "\n")
+    written = api.emit(plan, emit_dir, engine=engine) if emit_dir and plan.pools else []
     if output_format == "json":
         click.echo(text)
     else:
-        from layoutopt.report.plan_table import render_plan
+        from layoutopt.report.plan_table import render_plan, render_verification
 
-        render_plan(plan, console())
+        out = console()
+        render_plan(plan, out)
+        if plan.verification is not None:
+            render_verification(plan.verification, out)
+        if written:
+            click.echo(f"wrote {len(written)} files to {emit_dir}:")
+            for path in written:
+                click.echo(f"  {path}")
     if not plan.pools:
         # Exit status 1 through the shared error path; the table above already lists the reasons.
         shown = [] if output_format == "table" else plan.explanation.reasons + [

@@ -120,6 +120,22 @@ class PlacedInstance(_Out):
     cuda_visible_devices: str
 
 
+class Verification(_Out):
+    """The plan replayed in the discrete-event simulator at its planned rate (``solve --verify``)."""
+
+    rate_rps: float
+    num_requests: int
+    seed: int
+    analytic_ttft_ms: Percentiles
+    simulated_ttft_ms: Percentiles
+    analytic_tpot_ms: Percentiles
+    simulated_tpot_ms: Percentiles
+    analytic_slo_attainment: float
+    simulated_slo_attainment: float
+    simulated_goodput_rps: float
+    meets_slo: bool = Field(description="the simulation holds every percentile target and the attainment")
+
+
 class Alternative(_Out):
     """A next-best distinct plan, for --top-k."""
 
@@ -147,3 +163,4 @@ class Plan(_Out):
     placement: list[PlacedInstance] = Field(default_factory=list)
     alternatives: list[Alternative] = Field(default_factory=list)
     defaults_used: list[str] = Field(default_factory=list, description="inputs that fell back to defaults")
+    verification: Verification | None = Field(default=None, description="simulator check, when asked for")

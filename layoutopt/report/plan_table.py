@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from layoutopt.optimizer.plan import Alternative, Plan, Pool
+from layoutopt.optimizer.plan import Alternative, Plan, Pool, Verification
 
 
 def _degrees(pool: Pool) -> str:
@@ -114,3 +114,20 @@ def render_plan(plan: Plan, console: Console) -> None:
             console.print(f"note: {note}")
     if plan.alternatives:
         console.print(_alternatives_table(plan.alternatives, plan.solver.objective_unit))
+
+
+def render_verification(verification: Verification, console: Console) -> None:
+    """Analytic and simulated percentiles side by side (``solve --verify``)."""
+    table = Table(title=f"Simulator check at {verification.rate_rps:,.2f} req/s "
+                        f"({verification.num_requests:,} requests, seed {verification.seed})", title_justify="left")
+    for header in ("metric", "source", "p50", "p90", "p99"):
+        table.add_column(header, justify="left" if header in ("metric", "source") else "right")
+    for name, analytic, simulated in (("TTFT ms", verification.analytic_ttft_ms, verification.simulated_ttft_ms),
+                                      ("TPOT ms", verification.analytic_tpot_ms, verification.simulated_tpot_ms)):
+        for source, values in (("analytic", analytic), ("simulated", simulated)):
+            table.add_row(name, source, f"{values.p50:,.1f}", f"{values.p90:,.1f}", f"{values.p99:,.1f}")
+    console.print(table)
+    verdict = "meets the SLO" if verification.meets_slo else "MISSES the SLO"
+    console.print(f"SLO attainment: analytic {verification.analytic_slo_attainment:.1%}, simulated "
+                  f"{verification.simulated_slo_attainment:.1%}; simulated goodput "
+                  f"{verification.simulated_goodput_rps:,.2f} req/s; the simulated plan {verdict}")
