@@ -1,0 +1,209 @@
+"""Instance capacity at the SLO: the optimizer's entry point into the performance model.
+
+For one candidate (model, GPU, layout, role, engine) and a workload and SLO, :func:`instance_capacity`
+returns the request rate one instance sustains with every SLO percentile met, times a utilization
+headroom (default rho <= 0.7, seeds/002 section 6.1), plus the latencies predicted there.
+
+How the SLO is split by role (disaggregated serving):
+
+- ``prefill``: TTFT = queue + prefill + KV transfer over ``kv_link`` must meet every TTFT target;
+  TPOT is not this instance's business (reported as 0).
+- ``decode``: TPOT (memory-limited batch, Little's law) must meet every TPOT target; its TTFT is the
+  first decode step only (prefill excluded).
+- ``colocated``: both, with chunked prefill riding in the decode steps (raises TPOT).
+
+Every load level of the open-loop model is evaluated at once on a grid (:mod:`load`), the largest
+rate meeting the targets is located, then refined by one more vectorized pass; there is no
+per-rate iteration, so a call costs a few step-time evaluations plus numpy work.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from layoutopt.errors import LayoutError
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.optimizer.plan import Percentiles
+from layoutopt.perf_model.costs import PhaseCosts, phase_costs
+from layoutopt.perf_model.layout import Layout, Role
+from layoutopt.perf_model.links import Link
+from layoutopt.perf_model.load import Rows, colocated_rows, decode_rows, prefill_rows, rows_for
+from layoutopt.perf_model.queueing import pd_ratio
+from layoutopt.workloads.slo import SLO
+from layoutopt.workloads.workload import Workload
+
+__all__ = ["InstancePerf", "instance_capacity", "pd_ratio"]
+
+# Load levels of the first pass (geometric from idle to saturation) and of the refinement between
+# the last row meeting the SLO and the first missing it: capacity to about 1/(32 x 12) of the range.
+_COARSE_POINTS = 32
+_FINE_POINTS = 12
+
+
+class InstancePerf(BaseModel):
+    """What one instance of a candidate delivers under the SLO."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Role
+    gpu: str
+    layout: Layout
+    engine: str
+    max_batch_size: int = Field(ge=0, description="decode sequences per instance (memory- and SLO-limited)")
+    capacity_rps: float = Field(ge=0, description="requests/s one instance sustains at the SLO, x headroom")
+    ttft_ms: Percentiles = Field(description="at capacity_rps; decode role: first decode step only")
+    tpot_ms: Percentiles = Field(description="at capacity_rps; prefill role: 0")
+    unloaded_ttft_ms: float = Field(ge=0, description="one request alone, SLO-percentile prompt length")
+    unloaded_tpot_ms: float = Field(ge=0, description="one sequence alone")
+    prefill_tok_per_s: float = Field(ge=0, description="prompt tokens/s per instance at capacity")
+    decode_tok_per_s: float = Field(ge=0, description="output tokens/s per instance at capacity")
+    bottleneck: str = Field(description="compute | memory | communication | queueing | kv_capacity")
+    feasible: bool
+    reason: str | None = None
+
+
+def _percentiles(q_s: np.ndarray, quantiles: tuple[float, ...]) -> Percentiles:
+    pick = {q: float(q_s[quantiles.index(q)]) * 1e3 for q in (0.5, 0.9, 0.99)}
+    return Percentiles(p50=pick[0.5], p90=pick[0.9], p99=pick[0.99])
+
+
+def _targets(slo: SLO, role: Role) -> tuple[dict[float, float], dict[float, float]]:
+    """(TTFT, TPOT) targets in seconds by quantile that this role must meet."""
+    ttft = {SLO.percentile_fraction(k): v / 1e3 for k, v in slo.ttft_ms.items()}
+    tpot = {SLO.percentile_fraction(k): v / 1e3 for k, v in slo.tpot_ms.items()}
+    if role == "prefill":
+        return ttft, {}
+    if role == "decode":
+        return {}, tpot
+    return ttft, tpot
+
+
+def _violation(rows: Rows, ttft: dict[float, float], tpot: dict[float, float]) -> np.ndarray:
+    """Largest ratio latency / target per row (<= 1 means every target is met); inf if unstable."""
+    worst = np.zeros(len(rows.rate_rps))
+    for q, target in ttft.items():
+        worst = np.maximum(worst, rows.ttft_q_s[:, rows.quantiles.index(q)] / target)
+    for q, target in tpot.items():
+        worst = np.maximum(worst, rows.tpot_q_s[:, rows.quantiles.index(q)] / target)
+    return np.where(rows.stable, worst, np.inf)
+
+
+def _evaluate(costs: PhaseCosts, role: Role, load: np.ndarray, quantiles: tuple[float, ...]) -> Rows:
+    if role == "prefill":
+        return prefill_rows(costs, load, 1.0, quantiles)
+    if role == "decode":
+        return decode_rows(costs, load, quantiles)
+    return colocated_rows(costs, load, 1.0, quantiles)
+
+
+def _load_axis(rows: Rows, role: Role) -> np.ndarray:
+    return rows.rate_rps if role == "prefill" else rows.batch
+
+
+def _best_row(costs: PhaseCosts, role: Role, quantiles, ttft, tpot) -> tuple[Rows, int, Rows] | None:
+    """(rows, index of the highest-rate row meeting the targets, coarse grid), refined once."""
+    rows = rows_for(costs, role, 1.0, quantiles, _COARSE_POINTS)
+    ok = _violation(rows, ttft, tpot) <= 1.0
+    if not ok[0]:
+        return None
+    last = int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1
+    axis = _load_axis(rows, role)
+    if last + 1 < len(axis):
+        fine = np.linspace(axis[last], axis[last + 1], _FINE_POINTS)
+        refined = _evaluate(costs, role, fine, quantiles)
+        fine_ok = _violation(refined, ttft, tpot) <= 1.0
+        return refined, (int(np.argmin(fine_ok)) - 1 if not fine_ok.all() else len(fine_ok) - 1), rows
+    return rows, last, rows
+
+
+def _unloaded(costs: PhaseCosts, role: Role, q_ttft: float) -> tuple[float, float]:
+    """(TTFT s of a prompt at the SLO's TTFT percentile, alone; TPOT s of one sequence alone)."""
+    cum = np.cumsum(costs.input_weights)
+    idx = min(int(np.searchsorted(cum, q_ttft - 1e-12)), len(cum) - 1)
+    ttft = float(costs.prefill_s[idx] + costs.kv_transfer_s[idx])
+    tpot = float(costs.decode_at(1.0))
+    if role == "decode":
+        ttft = tpot
+    return ttft, tpot
+
+
+def _infeasible(model, gpu: GpuSpec, layout: Layout, role: Role, engine: str, reason: str,
+                max_batch: int = 0, unloaded=(0.0, 0.0), bottleneck: str = "memory") -> InstancePerf:
+    zero = Percentiles(p50=0.0, p90=0.0, p99=0.0)
+    return InstancePerf(role=role, gpu=gpu.name, layout=layout, engine=engine, max_batch_size=max_batch,
+                        capacity_rps=0.0, ttft_ms=zero, tpot_ms=zero, unloaded_ttft_ms=unloaded[0] * 1e3,
+                        unloaded_tpot_ms=unloaded[1] * 1e3, prefill_tok_per_s=0.0, decode_tok_per_s=0.0,
+                        bottleneck=bottleneck, feasible=False, reason=reason)
+
+
+def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload, slo: SLO,
+                      engine: str = "vllm", headroom: float = 0.7, kv_link: Link | None = None) -> InstancePerf:
+    """Requests/s one instance sustains with the SLO met (x ``headroom``), and its latencies there.
+
+    Never raises for a layout that does not fit: the candidate comes back ``feasible=False`` with
+    the reason, so the optimizer can drop it and explain why.
+    """
+    if not 0 < headroom <= 1:
+        raise ValueError(f"headroom must be in (0, 1], got {headroom}")
+    try:
+        costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
+    except LayoutError as error:
+        return _infeasible(model, gpu, layout, role, engine, str(error))
+    ttft_t, tpot_t = _targets(slo, role)
+    quantiles = tuple(sorted({0.5, 0.9, 0.99} | set(ttft_t) | set(tpot_t)))
+    q_ttft, target_ttft = slo.strictest_ttft
+    q_tpot, target_tpot = slo.strictest_tpot
+    unloaded = _unloaded(costs, role, q_ttft)
+    if role != "decode" and unloaded[0] * 1e3 > target_ttft:
+        return _infeasible(model, gpu, layout, role, engine,
+                           f"unloaded TTFT p{q_ttft * 100:g} {unloaded[0] * 1e3:.0f} ms > SLO {target_ttft:g} ms",
+                           costs.max_batch_size, unloaded, costs.prefill_bottleneck)
+    if role != "prefill" and unloaded[1] * 1e3 > target_tpot:
+        return _infeasible(model, gpu, layout, role, engine,
+                           f"unloaded TPOT {unloaded[1] * 1e3:.1f} ms > SLO p{q_tpot * 100:g} {target_tpot:g} ms",
+                           costs.max_batch_size, unloaded, costs.decode_bottleneck)
+    best = _best_row(costs, role, quantiles, ttft_t, tpot_t)
+    if best is None:
+        return _infeasible(model, gpu, layout, role, engine, "the SLO is missed even at the lowest load",
+                           costs.max_batch_size, unloaded, "queueing")
+    rows, k, coarse = best
+    capacity = float(rows.rate_rps[k]) * headroom
+    at_capacity = _evaluate(costs, role, _at_rate(coarse, role, capacity), quantiles)
+    binding = _binding(rows, k, costs, role, ttft_t, tpot_t)
+    batch_limit = costs.max_batch_size if role != "prefill" else 0
+    if role != "prefill":
+        batch_limit = max(1, min(costs.max_batch_size, int(math.ceil(float(rows.batch[k])))))
+    tpot = (Percentiles(p50=0.0, p90=0.0, p99=0.0) if role == "prefill"
+            else _percentiles(at_capacity.tpot_q_s[0], quantiles))
+    return InstancePerf(
+        role=role, gpu=gpu.name, layout=layout, engine=engine, max_batch_size=batch_limit,
+        capacity_rps=capacity, ttft_ms=_percentiles(at_capacity.ttft_q_s[0], quantiles), tpot_ms=tpot,
+        unloaded_ttft_ms=unloaded[0] * 1e3, unloaded_tpot_ms=unloaded[1] * 1e3,
+        prefill_tok_per_s=capacity * costs.mean_input_tokens if role != "decode" else 0.0,
+        decode_tok_per_s=capacity * costs.output_tokens_mean if role != "prefill" else 0.0,
+        bottleneck=binding, feasible=capacity > 0, reason=None if capacity > 0 else "no load meets the SLO")
+
+
+def _at_rate(grid: Rows, role: Role, rate: float) -> np.ndarray:
+    """The load-axis value (rate for prefill, batch otherwise) giving ``rate``, from a load grid."""
+    if role == "prefill":
+        return np.array([rate])
+    rates = np.maximum.accumulate(grid.rate_rps)
+    # The batch grows about linearly with the rate; interpolate in log-log between grid rows.
+    return np.array([float(np.exp(np.interp(np.log(max(rate, 1e-12)), np.log(rates), np.log(grid.batch))))])
+
+
+def _binding(rows: Rows, k: int, costs: PhaseCosts, role: Role, ttft: dict, tpot: dict) -> str:
+    """What stops the rate growing past row k: KV capacity, queueing (TTFT), or the step's limit (TPOT)."""
+    nxt = min(k + 1, len(rows.rate_rps) - 1)
+    if role != "prefill" and float(rows.batch[nxt]) >= 0.99 * costs.max_batch_size:
+        return "kv_capacity"
+    ttft_ratio = max((rows.ttft_q_s[nxt, rows.quantiles.index(q)] / t for q, t in ttft.items()), default=0.0)
+    tpot_ratio = max((rows.tpot_q_s[nxt, rows.quantiles.index(q)] / t for q, t in tpot.items()), default=0.0)
+    if not rows.stable[nxt] or ttft_ratio >= tpot_ratio:
+        return "queueing" if role != "decode" else costs.decode_bottleneck
+    return costs.decode_bottleneck

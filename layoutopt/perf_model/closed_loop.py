@@ -1,0 +1,176 @@
+"""Closed-loop load: a benchmark client keeps ``concurrency`` requests in flight.
+
+This is what ``vllm bench serve --max-concurrency``, genai-perf and the calibration measurements
+(``reference/measurements/README.md``) measure. The steady state is the throughput X at which the
+open-loop model's in-system population equals the requests the engine can hold (Little's law over
+the client's cycle):
+
+    X (TTFT(X) + (O - 1) TPOT(X)) = min(N, KV capacity)
+
+``TTFT(X)`` and ``TPOT(X)`` come from :mod:`layoutopt.perf_model.load` with near-deterministic
+arrivals (a closed client's arrivals are as regular as its fixed lengths; Kingman's factor
+``(ca^2 + cs^2) / 2`` with ca^2 = 0). Population grows with load, so X is found on the monotone
+load grid and refined by one exact evaluation. Requests the engine cannot hold (KV capacity) or
+cannot drain (prefill saturated) wait outside: ``N / X - cycle``.
+
+The client starts with all N requests at once; that first round queues for prefill. Averaged
+over a run of ``BENCHMARK_ROUNDS`` x N requests it adds (first-round TTFT - steady TTFT) / rounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from layoutopt.perf_model.costs import LoadProfile, PhaseCosts
+from layoutopt.perf_model.load import (
+    LatencyStats,
+    LoadPoint,
+    Rows,
+    colocated_rows,
+    decode_rows,
+    prefill_rows,
+)
+
+# Arrival squared coefficient of variation of a closed-loop client with fixed lengths [estimate].
+CLOSED_LOOP_ARRIVAL_SCV = 0.0
+# Requests per concurrency slot in one benchmark run: AIConfigurator's TRT-LLM backend assumes
+# 10 ("requests 10x of concurrency", aiconfigurator sdk/backends/trtllm_backend.py).
+BENCHMARK_ROUNDS = 10.0
+
+
+def prompts_ahead(concurrency: float, profile: LoadProfile | None) -> float:
+    """Prompts of the same closed-loop cohort prefilled before a new prompt's first token.
+
+    Fixed-length closed-loop clients fall into lockstep (requests that start together finish and
+    return together), so a prompt arrives with others: f (N - 1)^alpha of them, at most N - 1.
+    """
+    if profile is None or concurrency <= 1:
+        return 0.0
+    ahead = profile.closed_loop_cohort_fraction * (concurrency - 1.0) ** profile.closed_loop_cohort_exponent
+    return min(ahead, concurrency - 1.0)
+
+
+def _crossing(population: np.ndarray, target: float, stable: np.ndarray) -> tuple[int, float] | None:
+    """(index, fraction) where the population first reaches ``target`` among stable rows."""
+    ok = stable & np.isfinite(population)
+    idx = np.nonzero(ok & (population >= target))[0]
+    if len(idx) == 0:
+        return None
+    k = int(idx[0])
+    if k == 0:
+        return 0, 0.0
+    low, high = population[k - 1], population[k]
+    return k - 1, float((target - low) / max(high - low, 1e-12))
+
+
+def _shifted(stats_q: np.ndarray, mean_s: float, add_s: float, quantiles: tuple[float, ...]) -> LatencyStats:
+    cols = [quantiles.index(q) for q in (0.5, 0.9, 0.99)]
+    return LatencyStats(mean=(mean_s + add_s) * 1e3, p50=(stats_q[cols[0]] + add_s) * 1e3,
+                        p90=(stats_q[cols[1]] + add_s) * 1e3, p99=(stats_q[cols[2]] + add_s) * 1e3)
+
+
+def _first_round_s(prompts: float, mean_occupancy_s: float, fixed_s: float) -> float:
+    """Mean TTFT of prompts arriving together and served one occupancy after another."""
+    return fixed_s + 0.5 * max(prompts - 1.0, 0.0) * mean_occupancy_s
+
+
+def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: LoadProfile | None = None) -> LoadPoint:
+    """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`."""
+    steps = max(costs.output_tokens_mean - 1.0, 0.0)
+    held = min(concurrency, float(costs.max_batch_size))
+    cohort_s = prompts_ahead(held, profile) * costs.mean_input_tokens * costs.chunk_s_per_token
+    grid = colocated_rows(costs, None, CLOSED_LOOP_ARRIVAL_SCV)
+    population = grid.rate_rps * (grid.ttft_mean_s + cohort_s + steps * grid.tpot_mean_s)
+    found = _crossing(population, held, grid.stable)
+    if found is None:  # saturated before holding them all: run at the last stable load
+        k = int(np.nonzero(grid.stable)[0].max(initial=0))
+        batch = grid.batch[k]
+    else:
+        k, frac = found
+        batch = float(np.exp(np.log(grid.batch[k]) + frac * (np.log(grid.batch[k + 1]) - np.log(grid.batch[k])))
+                      if frac > 0 else grid.batch[k])
+    row = colocated_rows(costs, np.array([batch]), CLOSED_LOOP_ARRIVAL_SCV)
+    row = _with_ttft_added(row, cohort_s)
+    return _finish(costs, row, concurrency, held if found is not None else None, steps, "colocated",
+                   _first_round_s(held, costs.mean_input_tokens * costs.chunk_s_per_token,
+                                  float((costs.prefill_s * costs.input_weights).sum())))
+
+
+def _with_ttft_added(rows: Rows, add_s: float) -> Rows:
+    return Rows(rows.quantiles, rows.rate_rps, rows.batch, rows.ttft_mean_s + add_s, rows.ttft_q_s + add_s,
+                rows.tpot_mean_s, rows.tpot_q_s, rows.prefill_utilization, rows.stable)
+
+
+def _outside_wait_s(concurrency: float, held: float | None, rate: float, cycle_s: float) -> float:
+    """Wait outside the engine: for a KV slot (N - held) / X, or, saturated, N / X - cycle."""
+    if held is not None:
+        return max(concurrency - held, 0.0) / max(rate, 1e-12)
+    return max(concurrency / max(rate, 1e-12) - cycle_s, 0.0)
+
+
+def _finish(costs: PhaseCosts, row: Rows, concurrency: float, held: float | None, steps: float, phase: str,
+            first_round_s: float) -> LoadPoint:
+    rate = float(row.rate_rps[0])
+    ttft_s = float(row.ttft_mean_s[0])
+    cycle = ttft_s + steps * float(row.tpot_mean_s[0])
+    outside_s = _outside_wait_s(concurrency, held, rate, cycle)
+    steady_s = ttft_s + outside_s
+    added = outside_s + max(first_round_s - steady_s, 0.0) / BENCHMARK_ROUNDS
+    point = row.point(0, costs, phase)
+    ttft = _shifted(row.ttft_q_s[0], ttft_s, added, row.quantiles)
+    bottleneck = point.bottleneck
+    if concurrency > costs.max_batch_size:
+        bottleneck = "kv_capacity"
+    elif outside_s > 0.5 * cycle:
+        bottleneck = "queueing"
+    throughput = concurrency / (ttft_s + added + steps * float(row.tpot_mean_s[0]))
+    return point.model_copy(update={"throughput_rps": throughput, "ttft_ms": ttft, "bottleneck": bottleneck,
+                                    "stable": True})
+
+
+def disaggregated_closed_loop(prefill: PhaseCosts, num_prefill: int, decode: PhaseCosts, num_decode: int,
+                              concurrency: float) -> tuple[LoadPoint, LoadPoint]:
+    """Closed loop over a prefill pool and a decode pool (prefill batching is in its occupancy).
+
+    Returns (system point: TTFT = prefill queue + prefill + KV transfer + first decode step, TPOT,
+    throughput; decode-instance point).
+    """
+    steps = max(decode.output_tokens_mean - 1.0, 0.0)
+    held = min(concurrency, float(decode.max_batch_size * num_decode))
+    decode_grid = decode_rows(decode)
+    decode_rates = np.maximum.accumulate(decode_grid.rate_rps)
+    mean_occ = float((prefill.prefill_occupancy_s * prefill.input_weights).sum())
+    top = min(0.999 * num_prefill / mean_occ, float(decode_rates[-1]) * num_decode)
+    rates = np.geomspace(top * 1e-4, top, 96)
+
+
+    def evaluate(system_rates: np.ndarray) -> tuple[Rows, Rows, np.ndarray]:
+        p = prefill_rows(prefill, system_rates / num_prefill, CLOSED_LOOP_ARRIVAL_SCV)
+        batch = np.interp(system_rates / num_decode, decode_rates, decode_grid.batch)
+        d = decode_rows(decode, batch)
+        cycle = p.ttft_mean_s + d.ttft_mean_s + steps * d.tpot_mean_s
+        return p, d, cycle
+
+    p_rows, d_rows, cycle = evaluate(rates)
+    found = _crossing(rates * cycle, held, p_rows.stable & d_rows.stable)
+    if found is None:
+        rate = float(rates[-1])
+    else:
+        k, frac = found
+        rate = float(rates[k] + frac * (rates[min(k + 1, len(rates) - 1)] - rates[k]))
+    p_row, d_row, cycle_one = evaluate(np.array([rate]))
+    ttft_s = float(p_row.ttft_mean_s[0] + d_row.ttft_mean_s[0])
+    outside_s = _outside_wait_s(concurrency, held if found is not None else None, rate, float(cycle_one[0]))
+    first_round = _first_round_s(held / num_prefill, mean_occ,
+                                 float(((prefill.prefill_s + prefill.kv_transfer_s) * prefill.input_weights).sum()))
+    added = outside_s + max(first_round - ttft_s - outside_s, 0.0) / BENCHMARK_ROUNDS
+    first_q = p_row.ttft_q_s[0] + float(d_row.ttft_mean_s[0])
+    ttft = _shifted(first_q, ttft_s, added, p_row.quantiles)
+    decode_point = d_row.point(0, decode, "decode")
+    throughput = concurrency / (ttft_s + added + steps * float(d_row.tpot_mean_s[0]))
+    prefill_point = p_row.point(0, prefill, "prefill")
+    bottleneck = "queueing" if outside_s > 0.5 * float(cycle_one[0]) else decode_point.bottleneck
+    system = decode_point.model_copy(update={
+        "throughput_rps": throughput, "ttft_ms": ttft, "bottleneck": bottleneck, "stable": True,
+        "prefill_utilization_fraction": prefill_point.prefill_utilization_fraction})
+    return system, decode_point

@@ -1,0 +1,218 @@
+"""``estimate``: predicted latency, throughput and memory of one deployment under one load.
+
+    from layoutopt.api import estimate
+    result = estimate("llama-3.1-70b", "H100", isl=1024, osl=1024, layout=Layout(tp_size=4), concurrency=32)
+
+A deployment is either colocated (``layout``, ``instances`` copies) or disaggregated
+(``prefill_layout`` x ``prefill_instances`` and ``decode_layout`` x ``decode_instances``). The load
+is closed loop (``concurrency`` requests in flight, as benchmark clients measure) or open loop
+(Poisson ``rate`` in req/s); without either, the workload's arrival rate, else one request alone.
+Traffic is spread evenly over instances. Layouts that break a rule or do not fit raise LayoutError.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from layoutopt.errors import InputError
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.perf_model import memory
+from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
+from layoutopt.perf_model.costs import PhaseCosts, get_load_profile, phase_costs
+from layoutopt.perf_model.layout import Layout
+from layoutopt.perf_model.links import Link, inter_node_link
+from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate
+from layoutopt.workloads.distributions import FixedLength
+from layoutopt.workloads.workload import Workload
+
+_GIB = 2.0**30
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MemoryReport(_Out):
+    """Memory of the fullest GPU of one instance, GiB, and the sequences the instance holds."""
+
+    role: str
+    weights_gib: float
+    activation_gib: float
+    reserve_gib: float
+    kv_capacity_gib: float
+    kv_gib_per_sequence: float = Field(description="one sequence at prompt + output tokens")
+    max_batch_size: int = Field(description="sequences the instance holds at that context")
+
+
+class Estimate(_Out):
+    """Predicted behaviour of a deployment; units in field names."""
+
+    model: str
+    gpu: str
+    engine: str
+    mode: Literal["colocated", "disaggregated"]
+    load: Literal["closed", "open", "unloaded"]
+    concurrency: float | None = Field(description="requests in flight (closed loop)")
+    rate_rps: float | None = Field(description="offered Poisson rate (open loop)")
+    layouts: dict[str, str] = Field(description="role -> layout short name")
+    instances: dict[str, int]
+    num_gpus: int
+    mean_input_tokens: float
+    mean_output_tokens: float
+    ttft_ms: LatencyStats
+    tpot_ms: LatencyStats
+    request_throughput_rps: float
+    output_tok_per_s: float
+    input_tok_per_s: float
+    output_tok_per_s_per_gpu: float
+    output_tok_per_s_per_user: float = Field(description="1000 / mean TPOT")
+    decode_batch_per_instance: float
+    memory: list[MemoryReport]
+    bottleneck: dict[str, str] = Field(description="phase -> compute | memory | communication | queueing | kv_capacity")
+    stable: bool = Field(description="False when the offered rate exceeds what the deployment drains")
+    notes: list[str] = Field(default_factory=list)
+
+
+def _resolve(model: ModelSpec | str, gpu: GpuSpec | str) -> tuple[ModelSpec, GpuSpec]:
+    if isinstance(model, str):
+        from layoutopt.model_catalog.catalog import get_model
+
+        model = get_model(model)
+    if isinstance(gpu, str):
+        from layoutopt.hardware_catalog.catalog import get_gpu
+
+        gpu = get_gpu(gpu)
+    return model, gpu
+
+
+def _workload(workload: Workload | None, isl: int | None, osl: int | None) -> Workload:
+    if workload is not None:
+        if isl is not None or osl is not None:
+            raise InputError("isl/osl", (isl, osl), "give either a workload or isl and osl, not both")
+        return workload
+    if isl is None or osl is None:
+        raise InputError("isl/osl", (isl, osl), "give both isl and osl (tokens), or a workload")
+    return Workload(name=f"isl{isl}-osl{osl}", input_tokens=FixedLength(tokens=isl),
+                    output_tokens=FixedLength(tokens=osl))
+
+
+def _memory_report(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: str, context: float,
+                   engine: str) -> MemoryReport:
+    mem = memory.memory_breakdown(model, gpu, layout, context_tokens=context, engine=engine)
+    return MemoryReport(role=role, weights_gib=mem.weights_bytes / _GIB, activation_gib=mem.activation_bytes / _GIB,
+                        reserve_gib=mem.reserve_bytes / _GIB, kv_capacity_gib=mem.kv_capacity_bytes / _GIB,
+                        kv_gib_per_sequence=mem.kv_bytes_per_sequence / _GIB, max_batch_size=mem.max_batch_size)
+
+
+def _check_count(field: str, value: int) -> None:
+    if value < 1:
+        raise InputError(field, value, "must be a whole number >= 1")
+
+
+def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: str = "vllm", workload: Workload | None = None,
+             isl: int | None = None, osl: int | None = None, layout: Layout | None = None, instances: int = 1,
+             prefill_layout: Layout | None = None, prefill_instances: int = 1,
+             decode_layout: Layout | None = None, decode_instances: int = 1,
+             concurrency: float | None = None, rate: float | None = None, max_batch_size: int | None = None,
+             kv_link: Link | None = None, allow_cross_domain: bool = False) -> Estimate:
+    """Predict TTFT/TPOT (mean, p50, p90, p99), throughput, memory and bottlenecks; see the module doc.
+
+    ``max_batch_size`` caps decode sequences per instance (the engine's --max-num-seqs); ``kv_link``
+    is the prefill->decode path (default: the GPU's NIC).
+    """
+    model, gpu = _resolve(model, gpu)
+    work = _workload(workload, isl, osl)
+    if concurrency is not None and rate is not None:
+        raise InputError("concurrency/rate", (concurrency, rate), "give one of concurrency (closed loop) or rate")
+    if concurrency is not None and not concurrency > 0:
+        raise InputError("concurrency", concurrency, "must be > 0 requests in flight")
+    if rate is not None and not rate > 0:
+        raise InputError("rate", rate, "must be > 0 requests/s")
+    disaggregated = prefill_layout is not None or decode_layout is not None
+    if disaggregated and (prefill_layout is None or decode_layout is None or layout is not None):
+        raise InputError("layout", "mixed", "give layout (colocated) or both prefill_layout and decode_layout")
+    if not disaggregated and layout is None:
+        layout = Layout()
+    for field, value in (("instances", instances), ("prefill_instances", prefill_instances),
+                         ("decode_instances", decode_instances)):
+        _check_count(field, value)
+    notes: list[str] = []
+    load: Literal["closed", "open", "unloaded"] = "closed" if concurrency is not None else "open"
+    if concurrency is None and rate is None:
+        if work.arrival_rate_rps is not None:
+            rate = work.arrival_rate_rps
+        else:
+            concurrency, load = 1.0, "unloaded"
+            notes.append("no concurrency or rate given: one request alone")
+    context = work.mean_input_tokens + work.mean_output_tokens
+    cohort = get_load_profile(engine)
+    common = dict(model=model, gpu=gpu, engine=engine, workload=work, allow_cross_domain=allow_cross_domain)
+    if not disaggregated:
+        costs = phase_costs(layout=layout, role="colocated", max_batch_size=max_batch_size, **common)
+        if load == "open":
+            point = load_at_rate(costs, "colocated", rate / instances)
+        else:
+            point = colocated_closed_loop(costs, concurrency / instances, cohort)
+        system, per_instance = point, point
+        layouts, counts = {"colocated": layout.short_name()}, {"colocated": instances}
+        gpus = instances * layout.gpus_per_instance
+        mems = [_memory_report(model, gpu, layout, "colocated", context, engine)]
+        bottleneck = {"prefill": point.bottleneck if point.bottleneck in ("queueing",) else costs.prefill_bottleneck,
+                      "decode": point.bottleneck}
+        throughput = point.throughput_rps * instances
+        _note_capacity(notes, costs, concurrency / instances if concurrency else None)
+    else:
+        link = kv_link or inter_node_link(gpu)
+        pcosts = phase_costs(layout=prefill_layout, role="prefill", kv_link=link, **common)
+        dcosts = phase_costs(layout=decode_layout, role="decode", max_batch_size=max_batch_size, **common)
+        if load == "open":
+            p = load_at_rate(pcosts, "prefill", rate / prefill_instances)
+            per_instance = load_at_rate(dcosts, "decode", rate / decode_instances)
+            first = per_instance.ttft_ms.mean
+            ttft = LatencyStats(mean=p.ttft_ms.mean + first, p50=p.ttft_ms.p50 + first,
+                                p90=p.ttft_ms.p90 + first, p99=p.ttft_ms.p99 + first)
+            stable = p.stable and per_instance.stable
+            system = per_instance.model_copy(update={"ttft_ms": ttft, "stable": stable, "throughput_rps": rate})
+            bottleneck = {"prefill": p.bottleneck, "decode": per_instance.bottleneck}
+        else:
+            system, per_instance = disaggregated_closed_loop(pcosts, prefill_instances, dcosts, decode_instances,
+                                                             concurrency)
+            bottleneck = {"prefill": "queueing" if system.bottleneck == "queueing" else pcosts.prefill_bottleneck,
+                          "decode": per_instance.bottleneck}
+        layouts = {"prefill": prefill_layout.short_name(), "decode": decode_layout.short_name()}
+        counts = {"prefill": prefill_instances, "decode": decode_instances}
+        gpus = prefill_instances * prefill_layout.gpus_per_instance + decode_instances * decode_layout.gpus_per_instance
+        mems = [_memory_report(model, gpu, prefill_layout, "prefill", work.mean_input_tokens + 1, engine),
+                _memory_report(model, gpu, decode_layout, "decode", context, engine)]
+        throughput = system.throughput_rps
+        _note_capacity(notes, dcosts, concurrency / decode_instances if concurrency else None)
+    return _result(model, gpu, engine, work, load, concurrency, rate, layouts, counts, gpus, system, per_instance,
+                   throughput, mems, bottleneck, notes, disaggregated)
+
+
+def _note_capacity(notes: list[str], costs: PhaseCosts, concurrency: float | None) -> None:
+    if concurrency is not None and concurrency > costs.max_batch_size:
+        notes.append(f"{concurrency:g} requests per instance exceed the KV capacity of {costs.max_batch_size} "
+                     "sequences: the rest wait for a slot (TTFT includes that wait)")
+
+
+def _result(model, gpu, engine, work, load, concurrency, rate, layouts, counts, gpus, system: LoadPoint,
+            per_instance: LoadPoint, throughput: float, mems, bottleneck, notes, disaggregated) -> Estimate:
+    if not system.stable:
+        notes.append("the offered rate exceeds what the deployment drains: queues grow without bound")
+    out_tok = throughput * work.mean_output_tokens
+    tpot_mean = system.tpot_ms.mean
+    return Estimate(
+        model=model.name, gpu=gpu.name, engine=engine, mode="disaggregated" if disaggregated else "colocated",
+        load=load, concurrency=concurrency, rate_rps=rate, layouts=layouts, instances=counts, num_gpus=gpus,
+        mean_input_tokens=work.mean_input_tokens, mean_output_tokens=work.mean_output_tokens,
+        ttft_ms=system.ttft_ms, tpot_ms=system.tpot_ms, request_throughput_rps=throughput,
+        output_tok_per_s=out_tok, input_tok_per_s=throughput * work.mean_input_tokens,
+        output_tok_per_s_per_gpu=out_tok / gpus,
+        output_tok_per_s_per_user=1e3 / tpot_mean if tpot_mean > 0 and math.isfinite(tpot_mean) else 0.0,
+        decode_batch_per_instance=per_instance.decode_batch, memory=mems, bottleneck=bottleneck,
+        stable=system.stable, notes=notes)

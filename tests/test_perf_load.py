@@ -1,0 +1,180 @@
+"""Load layer: queueing formulas against hand calculations, and properties of the load models.
+
+Step times here are synthetic (linear in tokens, see ``_costs``) so every number can be checked by
+hand and the tests do not move when the roofline is recalibrated.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from layoutopt.perf_model.closed_loop import LoadProfile, colocated_closed_loop, disaggregated_closed_loop
+from layoutopt.perf_model.costs import PhaseCosts
+from layoutopt.perf_model.load import load_at_rate, rows_at_rate
+from layoutopt.perf_model.queueing import (
+    NO_WAIT,
+    WaitDistribution,
+    erlang_c,
+    gpus_needed,
+    mg1_mean_wait_s,
+    mgc_wait,
+    pd_ratio,
+    quantiles_of_wait_plus_service,
+)
+
+
+def _costs(input_tokens=(1000.0,), weights=(1.0,), output_tokens=200.0, max_batch=128, servers=1,
+           prefill_s_per_token=1e-4, decode_base_s=0.02, decode_s_per_seq=1e-4, chunk=8192, kv_s=0.0) -> PhaseCosts:
+    """Synthetic instance: prefill = L x 0.1 ms, decode step = 20 ms + 0.1 ms per sequence."""
+    tokens = np.asarray(input_tokens, dtype=float)
+    grid = np.arange(1, max_batch + 1, dtype=float)
+    prefill = tokens * prefill_s_per_token
+    return PhaseCosts(
+        input_tokens=tokens, input_weights=np.asarray(weights, dtype=float) / sum(weights),
+        input_tokens_uncached=tokens, output_tokens_mean=output_tokens, prefill_s=prefill,
+        prefill_occupancy_s=prefill, kv_transfer_s=np.full_like(tokens, kv_s), batch_grid=grid,
+        decode_step_s=decode_base_s + decode_s_per_seq * grid, prefill_s_per_token=prefill_s_per_token,
+        chunk_s_per_token=prefill_s_per_token, chunk_step_s=chunk * prefill_s_per_token, chunk_tokens=chunk,
+        max_batch_size=max_batch, prefill_servers=servers, prefill_bottleneck="compute", decode_bottleneck="memory")
+
+
+# ------------------------------------------------------------------ seeds/002 worked examples
+
+
+def test_pd_ratio_rag_example_is_two_to_one():
+    # Tin 4000, Tout 500, P 8000, D 2000 tok/s/GPU: (4000/8000) : (500/2000) = 0.5 : 0.25 = 2 : 1.
+    assert pd_ratio(4000, 500, 8000, 2000) == pytest.approx(2.0)
+
+
+def test_pd_ratio_chat_example_is_one_to_sixteen():
+    # Tin 500, Tout 2000: (500/8000) : (2000/2000) = 0.0625 : 1 = 1 : 16.
+    assert pd_ratio(500, 2000, 8000, 2000) == pytest.approx(1 / 16)
+
+
+def test_pd_ratio_does_not_depend_on_rate():
+    for rate in (1.0, 7.0, 40.0):
+        n_p = gpus_needed(rate, 4000, 8000, 0.7)
+        n_d = gpus_needed(rate, 500, 2000, 0.7)
+        assert n_p / n_d == pytest.approx(pd_ratio(4000, 500, 8000, 2000))
+
+
+def test_gpus_needed_hand_calc():
+    # N = lambda T / (P rho) = 10 x 4000 / (8000 x 0.7) = 7.142857
+    assert gpus_needed(10, 4000, 8000, 0.7) == pytest.approx(7.142857, rel=1e-6)
+
+
+# ------------------------------------------------------------------ queueing formulas
+
+
+def test_erlang_c_hand_calcs():
+    assert erlang_c(1, 0.6) == pytest.approx(0.6)          # M/M/1: P(wait) = rho
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)         # (a^2/2 x 2/(2-1)) / (1 + a + that) = 1/3
+    assert erlang_c(4, 0.0) == 0.0 and erlang_c(2, 2.5) == 1.0
+
+
+def test_pollaczek_khinchine_md1():
+    # M/D/1, lambda 5/s, S 0.1 s: Wq = lambda S^2 / (2 (1 - rho)) = 5 x 0.01 / (2 x 0.5) = 0.05 s
+    assert mg1_mean_wait_s(5, 0.1, 0.01) == pytest.approx(0.05)
+    assert mgc_wait(5, 0.1, 0.0, 1).mean_s == pytest.approx(0.05)
+    assert math.isinf(mg1_mean_wait_s(10, 0.1, 0.01))
+
+
+def test_mm1_wait_quantile():
+    # M/M/1 lambda 5, mu 10: P(W > t) = rho exp(-(mu - lambda) t); p90: t = ln(0.5 / 0.1) / 5 = 0.3219 s
+    wait = mgc_wait(5, 0.1, 1.0, 1)
+    assert wait.wait_probability == pytest.approx(0.5)
+    assert wait.quantile_s(0.9) == pytest.approx(math.log(5) / 5, rel=1e-9)
+    assert wait.quantile_s(0.4) == 0.0
+
+
+def test_wait_plus_service_matches_monte_carlo():
+    wait = WaitDistribution(wait_probability=0.6, conditional_mean_s=0.2)
+    service, weights = np.array([0.05, 0.1, 0.4]), np.array([0.5, 0.3, 0.2])
+    exact = quantiles_of_wait_plus_service(wait, service, weights, (0.5, 0.9, 0.99))
+    rng = np.random.default_rng(7)
+    n = 400_000
+    sample = np.where(rng.random(n) < 0.6, rng.exponential(0.2, n), 0.0) + rng.choice(service, n, p=weights)
+    assert exact == pytest.approx(list(np.quantile(sample, [0.5, 0.9, 0.99])), rel=0.02)
+    assert quantiles_of_wait_plus_service(NO_WAIT, service, weights, (0.5, 0.9)) == [0.1, 0.4]
+
+
+# ------------------------------------------------------------------ load models
+
+
+def test_decode_littles_law_hand_calc():
+    # tau(n) = 0.02 + 1e-4 n; lambda = n / ((O - 1) tau). At n = 50: tau 0.025 s, lambda = 50 / (199 x 0.025).
+    costs = _costs()
+    rate = 50 / (199 * 0.025)
+    point = load_at_rate(costs, "decode", rate)
+    assert point.decode_batch == pytest.approx(50, rel=1e-3)
+    assert point.tpot_ms.mean == pytest.approx(25.0, rel=1e-3)
+
+
+def test_prefill_instance_md1_hand_calc():
+    # One prompt of 1000 tokens = 0.1 s, Poisson 5 req/s: M/D/1 mean wait 0.05 s -> TTFT 150 ms.
+    point = load_at_rate(_costs(), "prefill", 5.0)
+    assert point.ttft_ms.mean == pytest.approx(150.0, rel=1e-6)
+    assert point.prefill_utilization_fraction == pytest.approx(0.5)
+
+
+def test_colocated_chunked_prefill_raises_tpot():
+    costs = _costs()
+    decode = load_at_rate(costs, "decode", 2.0)
+    colocated = load_at_rate(costs, "colocated", 2.0)
+    # tau = d(n) + kappa lambda I tau: 1000-token prompts at 2/s add ~ tau x 0.2 of prefill per step.
+    assert colocated.tpot_ms.mean > decode.tpot_ms.mean * 1.15
+
+
+def test_overload_is_unstable():
+    assert not load_at_rate(_costs(), "prefill", 11.0).stable
+    assert not load_at_rate(_costs(max_batch=16), "decode", 50.0).stable
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0.05, 9.0), st.floats(0.05, 9.0))
+def test_more_load_never_lowers_ttft(rate_a, rate_b):
+    low, high = sorted((rate_a, rate_b))
+    costs = _costs(input_tokens=(300.0, 1000.0, 3000.0), weights=(0.5, 0.3, 0.2), output_tokens=100.0)
+    for phase in ("prefill", "colocated"):
+        a = rows_at_rate(costs, phase, low)
+        b = rows_at_rate(costs, phase, high)
+        assert np.all(b.ttft_q_s[0] >= a.ttft_q_s[0] - 1e-9)
+        assert b.ttft_mean_s[0] >= a.ttft_mean_s[0] - 1e-9
+
+
+def test_closed_loop_throughput_rises_until_saturation():
+    costs = _costs(max_batch=64)
+    throughputs = [colocated_closed_loop(costs, n).throughput_rps for n in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    assert all(b >= a * 0.999 for a, b in zip(throughputs, throughputs[1:]))
+    assert throughputs[-1] == pytest.approx(throughputs[-2], rel=0.02)   # KV capacity: saturated
+
+
+def test_closed_loop_is_consistent_with_littles_law():
+    costs = _costs()
+    point = colocated_closed_loop(costs, 16)
+    cycle_s = point.ttft_ms.mean / 1e3 + (costs.output_tokens_mean - 1) * point.tpot_ms.mean / 1e3
+    assert point.throughput_rps * cycle_s == pytest.approx(16, rel=0.02)
+
+
+def test_closed_loop_cohorts_add_prefill_of_prompts_ahead():
+    costs = _costs()
+    alone = colocated_closed_loop(costs, 8)
+    profile = LoadProfile(closed_loop_cohort_fraction=1.0, closed_loop_cohort_exponent=1.0, request_overhead_ms=0.0,
+                          source="test")
+    cohort = colocated_closed_loop(costs, 8, profile)
+    # 7 prompts of 1000 tokens at 0.1 ms/token ahead: about 0.7 s more TTFT (cycle lengthens too).
+    assert cohort.ttft_ms.mean - alone.ttft_ms.mean == pytest.approx(700, rel=0.1)
+
+
+def test_disaggregated_closed_loop_queues_at_the_prefill_bottleneck():
+    prefill, decode = _costs(kv_s=0.01), _costs(max_batch=512)
+    light, _ = disaggregated_closed_loop(prefill, 1, decode, 1, 2)
+    heavy, _ = disaggregated_closed_loop(prefill, 1, decode, 1, 400)
+    assert light.ttft_ms.mean == pytest.approx(100 + 10 + 20.2, rel=0.05)  # prefill + KV + first step
+    assert heavy.throughput_rps <= 10.0 * 1.01                             # 0.1 s per prompt
+    assert heavy.ttft_ms.mean > 10 * light.ttft_ms.mean
