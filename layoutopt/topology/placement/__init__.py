@@ -1,0 +1,28 @@
+"""Placement of a plan's instances on concrete GPUs (CP-SAT), and a solver-independent validator.
+
+Modules, in the order a placement flows through them: ``data`` (the problem prepared for the
+solver), ``explain`` (reasons found without a solver), ``variables``, ``constraints`` and
+``objectives`` (the CP-SAT model), ``solver`` (``place``), ``assign`` (GPU indices, instances,
+links), ``report`` (the result), ``encoding`` (PlacedInstance fields), ``traffic`` (KV per rack),
+``validate`` (``validate_placement``, no CP-SAT import).
+"""
+
+from layoutopt.topology.placement.result import (
+    InstanceAssignment,
+    KvPairing,
+    PlacementResult,
+    PlacementStatus,
+    RackKvTraffic,
+)
+from layoutopt.topology.placement.solver import place
+from layoutopt.topology.placement.validate import validate_placement
+
+__all__ = [
+    "InstanceAssignment",
+    "KvPairing",
+    "PlacementResult",
+    "PlacementStatus",
+    "RackKvTraffic",
+    "place",
+    "validate_placement",
+]

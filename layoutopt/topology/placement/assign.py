@@ -1,0 +1,135 @@
+"""From stage-group counts per domain to concrete GPUs, instances, and the links between them.
+
+Inside a domain any free GPUs serve (NVLink is all-to-all there), so GPU indices are chosen
+for tidiness only: larger groups first, each on the node with the fewest free GPUs that still
+holds it (best fit), spanning nodes only when no single node can (NVL72 stages beyond one tray).
+Stage groups are then cut into instances in domain order, which keeps a PP instance's stages
+in one domain or rack whenever the counts allow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from itertools import pairwise
+
+from layoutopt.optimizer.plan import Plan
+from layoutopt.perf_model.links import Link
+from layoutopt.topology.cluster import Cluster, GpuId
+from layoutopt.topology.links import KvScope
+from layoutopt.topology.placement.data import PlacementData
+from layoutopt.topology.placement.encoding import instance_id
+from layoutopt.topology.placement.result import InstanceAssignment, KvPairing
+
+
+def stage_gpus_by_pool(
+    data: PlacementData, cluster: Cluster, counts: dict[tuple[int, str], int]
+) -> dict[int, list[tuple[GpuId, ...]]]:
+    """Pool index -> its stage groups' GPUs, in domain order."""
+    stages: dict[int, list[tuple[GpuId, ...]]] = defaultdict(list)
+    by_index = {d.pool_index: d for d in data.demands}
+    for domain in data.domains:
+        groups = [(by_index[p], n) for (p, name), n in counts.items() if name == domain.name and n > 0]
+        groups.sort(key=lambda item: (-item[0].stage_gpus, item[0].pool_index))
+        remaining = {node: [] for node in domain.nodes}
+        for gpu in cluster.free_in_domain(domain.name):
+            remaining[gpu.node].append(gpu.index)
+        for demand, count in groups:
+            for _ in range(count):
+                stages[demand.pool_index].append(_take(remaining, demand.stage_gpus))
+    return stages
+
+
+def _take(remaining: dict[str, list[int]], size: int) -> tuple[GpuId, ...]:
+    fitting = [node for node, free in remaining.items() if len(free) >= size]
+    if fitting:
+        node = min(fitting, key=lambda n: len(remaining[n]))
+        taken, remaining[node] = remaining[node][:size], remaining[node][size:]
+        return tuple(GpuId(node, i) for i in taken)
+    gpus: list[GpuId] = []
+    for node in sorted(remaining, key=lambda n: -len(remaining[n])):
+        need = size - len(gpus)
+        gpus += [GpuId(node, i) for i in remaining[node][:need]]
+        remaining[node] = remaining[node][need:]
+        if len(gpus) == size:
+            break
+    if len(gpus) != size:
+        raise RuntimeError(f"domain holds fewer free GPUs than its stage groups need ({size} wanted)")
+    return tuple(gpus)
+
+
+def build_instances(
+    plan: Plan, cluster: Cluster, stages: dict[int, list[tuple[GpuId, ...]]]
+) -> list[InstanceAssignment]:
+    """Cut each pool's stage groups into instances of pp consecutive groups, with their PP link."""
+    instances = []
+    for pool_index, pool in enumerate(plan.pools):
+        groups = stages.get(pool_index, [])
+        pp_size = pool.layout.pp_size
+        for k in range(pool.instances):
+            own = tuple(groups[k * pp_size:(k + 1) * pp_size])
+            instances.append(InstanceAssignment(
+                instance_id=instance_id(pool.role, pool_index, k), role=pool.role, pool_index=pool_index,
+                stages=own, pipeline_link=pipeline_link(cluster, own),
+            ))
+    return instances
+
+
+def link_between(cluster: Cluster, gpu_a: GpuId, gpu_b: GpuId) -> Link | None:
+    """The path from ``gpu_a`` to ``gpu_b`` as a Link (kind from the fabric it crosses)."""
+    path = cluster.path(gpu_a, gpu_b)
+    bandwidth = cluster.path_bandwidth_gb_per_s(gpu_a, gpu_b)
+    if not path or bandwidth <= 0 or math.isinf(bandwidth):
+        return None
+    kind = "nvlink" if path[1].startswith("nvswitch:") else "pcie" if path[1].startswith("node:") else "network"
+    return Link(kind=kind, bandwidth_gb_per_s=bandwidth, latency_us=cluster.path_latency_us(gpu_a, gpu_b))
+
+
+def slowest(links: list[Link | None]) -> Link | None:
+    present = [link for link in links if link is not None]
+    return min(present, key=lambda link: (link.bandwidth_gb_per_s, -link.latency_us), default=None)
+
+
+def pipeline_link(cluster: Cluster, stages: tuple[tuple[GpuId, ...], ...]) -> Link | None:
+    """Slowest rank-to-rank link between consecutive stages (rank j of stage i to rank j of i+1)."""
+    return slowest([link_between(cluster, a, b) for first, second in pairwise(stages)
+                    for a, b in zip(first, second)])
+
+
+def kv_scope(cluster: Cluster, gpu_a: GpuId, gpu_b: GpuId) -> KvScope:
+    if cluster.domain_of(gpu_a).name == cluster.domain_of(gpu_b).name:
+        return "same_domain"
+    return "same_rack" if cluster.rack_of(gpu_a).name == cluster.rack_of(gpu_b).name else "cross_rack"
+
+
+def kv_pairings(cluster: Cluster, instances: list[InstanceAssignment]) -> list[KvPairing]:
+    """Each prefill instance paired with decode instances of its rack (round robin), others across racks.
+
+    Every prefill and every decode instance appears in at least one pairing; the path is taken
+    between the first GPUs of the two instances.
+    """
+    prefill = [i for i in instances if i.role == "prefill"]
+    decode = [i for i in instances if i.role == "decode"]
+    if not prefill or not decode:
+        return []
+    by_rack: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for instance in prefill + decode:
+        by_rack[cluster.rack_of(instance.stages[0][0]).name][instance.role == "decode"].append(instance)
+    pairs, lone_prefill, lone_decode = [], [], []
+    for rack_prefill, rack_decode in by_rack.values():
+        if rack_prefill and rack_decode:
+            size = max(len(rack_prefill), len(rack_decode))
+            pairs += [(rack_prefill[k % len(rack_prefill)], rack_decode[k % len(rack_decode)]) for k in range(size)]
+        else:
+            lone_prefill += rack_prefill
+            lone_decode += rack_decode
+    pairs += [(p, decode[k % len(decode)]) for k, p in enumerate(lone_prefill)]
+    pairs += [(prefill[k % len(prefill)], d) for k, d in enumerate(lone_decode)]
+    result = []
+    for p, d in pairs:
+        a, b = p.stages[0][0], d.stages[0][0]
+        result.append(KvPairing(
+            prefill_instance=p.instance_id, decode_instance=d.instance_id, scope=kv_scope(cluster, a, b),
+            bandwidth_gb_per_s=cluster.path_bandwidth_gb_per_s(a, b), latency_us=cluster.path_latency_us(a, b),
+        ))
+    return result

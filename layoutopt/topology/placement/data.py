@@ -1,0 +1,180 @@
+"""The placement problem, fully prepared for the solver: stage groups to place and domains to hold them.
+
+A pool of ``n`` instances with ``pp`` stages of ``s = tp x dp x pcp`` GPUs needs ``n x pp`` stage
+groups, each of ``s`` free GPUs inside one NVLink domain. Inside a domain every GPU reaches every
+other at full scale-up bandwidth, so a domain with ``f`` free GPUs holds any set of groups whose
+sizes add up to at most ``f``: the solver only decides how many groups of each pool go to each
+domain, and :mod:`.assign` picks the GPU indices. Domains that cannot hold a single group are
+dropped here. KV traffic is in integer units, ``KV_UNITS_TOTAL`` of them for all KV traffic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from layoutopt.optimizer.plan import Plan
+from layoutopt.perf_model.layout import Role
+from layoutopt.topology.cluster import Cluster
+from layoutopt.topology.placement.traffic import (
+    BYTES_PER_GB,
+    kv_shares,
+    total_kv_bytes_per_s,
+)
+
+# KV traffic of the whole plan, in integer solver units; a prefill stage sends roughly
+# KV_UNITS_TOTAL / (stages of all prefill pools) units, so rounding stays below 1%.
+KV_UNITS_TOTAL = 100_000
+# Fill patterns enumerated per class of identical domains before falling back to one set of
+# count variables per domain (an NVL72 domain with many small pools has thousands of patterns).
+MAX_PATTERNS_PER_CLASS = 1000
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StageDemand(_Frozen):
+    """The stage groups of one pool."""
+
+    pool_index: int
+    label: str = Field(description="'decode', or 'decode[1]' when several pools share the role")
+    role: Role
+    gpu: str
+    stage_gpus: int = Field(ge=1, description="tp x dp x pcp: GPUs one stage needs in one domain")
+    pp_size: int = Field(ge=1)
+    num_instances: int = Field(ge=1)
+    layout_name: str
+    kv_units_per_stage: int = Field(description="KV units a stage sends (> 0, prefill) or takes (< 0, decode)")
+
+    @property
+    def num_stages(self) -> int:
+        return self.num_instances * self.pp_size
+
+
+class DomainSlot(_Frozen):
+    """An NVLink domain with free GPUs, as the solver sees it."""
+
+    name: str
+    rack: str
+    gpu: str
+    num_free: int = Field(ge=1)
+    nodes: tuple[str, ...]
+
+
+class DomainClass(_Frozen):
+    """Interchangeable domains (same rack, GPU type and free count) and the ways to fill one.
+
+    ``patterns`` lists every non-empty vector of stage-group counts, one entry per pool in
+    ``pool_indices``, that fits the free GPUs; the solver only decides how many domains of the
+    class take each pattern. Empty when there are too many patterns: the solver then gives each
+    member domain its own count variables.
+    """
+
+    rack: str
+    gpu: str
+    num_free: int
+    members: tuple[str, ...]
+    pool_indices: tuple[int, ...]
+    patterns: tuple[tuple[int, ...], ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.rack}/{self.gpu}/free{self.num_free}"
+
+
+def fill_patterns(sizes: Sequence[int], limits: Sequence[int], num_free: int, max_patterns: int) -> list[tuple[int, ...]]:
+    """Non-empty count vectors a with sum a_i sizes_i <= num_free and a_i <= limits_i, or [] past max_patterns."""
+    patterns: list[tuple[int, ...]] = []
+
+    def extend(prefix: tuple[int, ...], room: int) -> bool:
+        if len(prefix) == len(sizes):
+            if any(prefix):
+                patterns.append(prefix)
+            return len(patterns) <= max_patterns
+        k = len(prefix)
+        return all(extend(prefix + (count,), room - count * sizes[k])
+                   for count in range(min(room // sizes[k], limits[k]) + 1))
+
+    return patterns if extend((), num_free) else []
+
+
+class PlacementData(_Frozen):
+    """Everything the CP-SAT model reads; built by :func:`prepare`."""
+
+    demands: tuple[StageDemand, ...]
+    domains: tuple[DomainSlot, ...]
+    classes: tuple[DomainClass, ...]
+    racks: tuple[str, ...]
+    uplink_kv_units: dict[str, int] | None = Field(
+        description="rack -> uplink capacity in KV units; None when KV bytes per request are unknown"
+    )
+    kv_units_per_gb_per_s: float | None = None
+    spread_racks: bool = False
+
+    def domains_for(self, demand: StageDemand) -> list[DomainSlot]:
+        """Domains of the demand's GPU type with room for at least one of its stage groups."""
+        return [d for d in self.domains if d.gpu == demand.gpu and d.num_free >= demand.stage_gpus]
+
+    @property
+    def has_kv(self) -> bool:
+        return any(d.kv_units_per_stage for d in self.demands)
+
+
+def pool_labels(roles: Sequence[Role]) -> list[str]:
+    """'decode' for a role held by one pool, 'decode[i]' (i = pool index) when shared."""
+    return [role if roles.count(role) == 1 else f"{role}[{i}]" for i, role in enumerate(roles)]
+
+
+def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, spread_racks: bool) -> PlacementData:
+    """The solver's input for placing ``plan`` on ``cluster``'s free GPUs."""
+    prefill_share, decode_share = kv_shares(plan.pools)
+    has_both = bool(prefill_share) and bool(decode_share)
+    labels = pool_labels([p.role for p in plan.pools])
+    demands = []
+    for index, pool in enumerate(plan.pools):
+        layout = pool.layout
+        share = prefill_share.get(index, 0.0) if has_both else 0.0
+        take = decode_share.get(index, 0.0) if has_both else 0.0
+        # Rounded up for senders and down for receivers, so the solver never under-counts egress.
+        units = math.ceil(KV_UNITS_TOTAL * share / layout.pp_size) - math.floor(KV_UNITS_TOTAL * take / layout.pp_size)
+        demands.append(StageDemand(
+            pool_index=index, label=labels[index], role=pool.role, gpu=pool.gpu, stage_gpus=layout.gpus_per_stage,
+            pp_size=layout.pp_size, num_instances=pool.instances, layout_name=layout.short_name(),
+            kv_units_per_stage=units,
+        ))
+    smallest = {}
+    for demand in demands:
+        smallest[demand.gpu] = min(smallest.get(demand.gpu, demand.stage_gpus), demand.stage_gpus)
+    domains = []
+    for domain in cluster.domains.values():
+        num_free = len(cluster.free_in_domain(domain.name))
+        if domain.gpu in smallest and num_free >= smallest[domain.gpu]:
+            domains.append(DomainSlot(name=domain.name, rack=domain.rack, gpu=domain.gpu, num_free=num_free,
+                                      nodes=domain.nodes))
+    uplink_units, units_per_gb_per_s = None, None
+    total_gb_per_s = total_kv_bytes_per_s(plan.pools, kv_bytes_per_request or 0.0) / BYTES_PER_GB
+    if kv_bytes_per_request is not None and total_gb_per_s > 0:
+        units_per_gb_per_s = KV_UNITS_TOTAL / total_gb_per_s
+        uplink_units = {r.name: math.floor(min(r.uplink_gb_per_s * units_per_gb_per_s, 4 * KV_UNITS_TOTAL))
+                        for r in cluster.racks.values()}
+    return PlacementData(demands=tuple(demands), domains=tuple(domains), classes=_classes(demands, domains),
+                         racks=tuple(cluster.racks),
+                         uplink_kv_units=uplink_units, kv_units_per_gb_per_s=units_per_gb_per_s,
+                         spread_racks=spread_racks)
+
+
+def _classes(demands: Sequence[StageDemand], domains: Sequence[DomainSlot]) -> tuple[DomainClass, ...]:
+    members: dict[tuple[str, str, int], list[str]] = {}
+    for domain in domains:
+        members.setdefault((domain.rack, domain.gpu, domain.num_free), []).append(domain.name)
+    classes = []
+    for (rack, gpu, num_free), names in members.items():
+        fitting = [d for d in demands if d.gpu == gpu and d.stage_gpus <= num_free]
+        patterns = fill_patterns([d.stage_gpus for d in fitting], [d.num_stages for d in fitting], num_free,
+                                 MAX_PATTERNS_PER_CLASS)
+        classes.append(DomainClass(rack=rack, gpu=gpu, num_free=num_free, members=tuple(names),
+                                   pool_indices=tuple(d.pool_index for d in fitting), patterns=tuple(patterns)))
+    return tuple(classes)
