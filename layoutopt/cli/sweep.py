@@ -1,0 +1,68 @@
+"""``layoutopt sweep``: solve a grid of scenarios and write results and a procurement summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich import box
+from rich.table import Table
+
+from layoutopt.cli.common import console, echo_json, format_option
+
+
+def _render(result) -> None:
+    out = console()
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(result.summary.status_counts.items()))
+    out.print(f"Sweep {result.name}: {result.num_cells} cells ({counts}); {result.num_run} solved now, "
+              f"{result.num_skipped} already done; {result.wall_time_s:,.1f} s")
+    if result.summary.cheapest_fleets:
+        table = Table(title="Cheapest fleet per rate (min-cost cells)", title_justify="left", header_style="bold",
+                      box=box.SIMPLE_HEAD, pad_edge=False)
+        for header, justify in (("model", "left"), ("workload", "left"), ("SLO", "left"), ("req/s", "right"),
+                                ("option", "left"), ("GPUs", "right"), ("USD/h", "right"), ("layout", "left")):
+            table.add_column(header, justify=justify)
+        for fleet in result.summary.cheapest_fleets:
+            best = fleet.best
+            chosen = ([best.budget, str(best.gpus), f"{best.cost_usd_per_hour:,.2f}", best.layout] if best
+                      else ["none holds the SLO", "-", "-", "-"])
+            table.add_row(fleet.model, fleet.workload, fleet.slo, f"{fleet.rate_rps:g}", *chosen)
+        out.print(table)
+    for crossover in result.summary.crossovers:
+        what = "cheapest" if crossover.metric == "cost_usd_per_hour" else "most requests per dollar"
+        out.print(f"crossover ({what}; {crossover.model}, {crossover.workload}, {crossover.objective}): "
+                  f"{crossover.to_budget} takes over from {crossover.from_budget} between "
+                  f"{crossover.below_rate_rps:g} and {crossover.at_rate_rps:g} req/s")
+    out.print(f"results: {result.csv_path}, {result.parquet_path}")
+    out.print(f"summary: {result.summary_markdown_path}, {result.summary_json_path}")
+
+
+@click.command(name="sweep")
+@click.argument("spec_path", metavar="SWEEP_YAML", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="output folder; cells already recorded there are skipped")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local processes, or tasks on a Ray cluster")
+@click.option("--address", help="Ray cluster address (e.g. auto or ray://head:10001); default: start a local one")
+@click.option("--workers", type=click.IntRange(min=1), help="parallel cells (default: one per CPU)")
+@click.option("--retry-errors", is_flag=True, help="run again the cells recorded with status error")
+@click.option("--no-plots", is_flag=True, help="skip the PNG plots of the summary")
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+@format_option
+def command(spec_path: Path, out_dir: Path, executor: str, address: str | None, workers: int | None,
+            retry_errors: bool, no_plots: bool, no_progress: bool, output_format: str) -> None:
+    """Solve every cell of the grid in SWEEP_YAML (models x GPU types or budgets x rates x workloads x
+    SLOs x objectives) and write results.csv, results.parquet, summary.md, summary.json and plots/ to
+    --out. Cells already in --out are skipped; a failed cell is recorded with its error."""
+    from layoutopt.errors import InputError
+    from layoutopt.sweep.run import sweep
+
+    if address is not None and executor != "ray":
+        raise InputError("--address", address, "only with --executor ray")
+    result = sweep(spec_path, out_dir, executor=executor, address=address, workers=workers,
+                   progress=not no_progress, retry_errors=retry_errors,
+                   plots=not no_plots)
+    if output_format == "json":
+        echo_json(result.summary)
+    else:
+        _render(result)
