@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich import box
 from rich.table import Table
 
-from layoutopt.cli.common import console, echo_json, format_option
+from layoutopt.cli.common import console, echo_json, format_option, simple_table
 from layoutopt.errors import InputError, closest_matches
 from layoutopt.hardware_catalog.catalog import load_catalog
 from layoutopt.hardware_catalog.schemas import GpuSpec, NodeType
@@ -61,14 +60,6 @@ def _tokens(count: int) -> str:
     return f"{count / 1024:g}k" if count >= 1024 else str(count)
 
 
-def _table(title: str, columns: list[tuple[str, str]]) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
-    for header, justify in columns:
-        table.add_column(header, justify=justify, no_wrap=True)
-    return table
-
-
 # ---------------------------------------------------------------- listings
 @command.command("gpus")
 @format_option
@@ -78,7 +69,7 @@ def gpus(output_format: str) -> None:
     if output_format == "json":
         echo_json(list(rows))
         return
-    table = _table("GPUs (dense TFLOPS; GB/s per direction)", [
+    table = simple_table("GPUs (dense TFLOPS; GB/s per direction)", [
         ("GPU", "left"), ("BF16", "right"), ("FP8", "right"), ("FP4", "right"), ("Mem GiB", "right"),
         ("HBM GB/s", "right"), ("Scale-up GB/s", "right"), ("Domain", "right"), ("NIC Gb/s", "right"),
         ("$/GPU-h", "right"),
@@ -99,7 +90,7 @@ def nodes(output_format: str) -> None:
     if output_format == "json":
         echo_json(list(rows))
         return
-    table = _table("Node types", [
+    table = simple_table("Node types", [
         ("Node type", "left"), ("GPU", "left"), ("GPUs/node", "right"), ("NVLink domain", "right"),
         ("NICs", "right"), ("Gb/s per NIC", "right"), ("Default", "left"),
     ])
@@ -117,7 +108,7 @@ def models(output_format: str) -> None:
     if output_format == "json":
         echo_json([model_summary(spec) for spec in specs])
         return
-    table = _table("Models (BF16 KV cache grows per token of context; state is fixed per sequence)", [
+    table = simple_table("Models (BF16 KV cache grows per token of context; state is fixed per sequence)", [
         ("Model", "left"), ("Params B", "right"), ("Active B", "right"), ("Layers", "left"),
         ("KV KiB/tok", "right"), ("State MiB", "right"), ("Ckpt", "left"), ("Ctx", "right"),
     ])

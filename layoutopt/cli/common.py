@@ -97,6 +97,18 @@ def write_atomically(path: str | Path, text: str) -> None:
         raise
 
 
+def simple_table(title: str, columns: list[tuple[str, str]]):
+    """A compact rich table; ``columns`` are (header, justify) pairs."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    for header, justify in columns:
+        table.add_column(header, justify=justify, no_wrap=True)
+    return table
+
+
 def console():
     """A rich console on stdout (no colour when not a terminal)."""
     from rich.console import Console

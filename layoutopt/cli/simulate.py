@@ -5,25 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich import box
-from rich.table import Table
 
-from layoutopt.cli.common import console, echo_json, format_option
+from layoutopt.cli.common import console, echo_json, format_option, simple_table
 from layoutopt.errors import InputError
 from layoutopt.simulator.result import SimulationResult
 
 _PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-def _table(title: str, columns: list[tuple[str, str]]) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
-    for header, justify in columns:
-        table.add_column(header, justify=justify, no_wrap=True)
-    return table
-
-
-def render_table(result: SimulationResult) -> None:
+def rendersimple_table(result: SimulationResult) -> None:
     """Latency percentiles, SLO checks, rates and pool loads as terminal tables."""
     out = console()
     verdict = "meets the SLO" if result.meets_slo else "misses the SLO"
@@ -31,14 +21,14 @@ def render_table(result: SimulationResult) -> None:
               f"{verdict}")
     out.print(f"{result.num_measured:,} of {result.num_requests:,} requests measured over {result.window_s:,.1f} s "
               f"(warm-up and cool-down left out)")
-    latency = _table("Latency (ms)", [("metric", "left"), ("p50", "right"), ("p90", "right"), ("p99", "right"),
+    latency = simple_table("Latency (ms)", [("metric", "left"), ("p50", "right"), ("p90", "right"), ("p99", "right"),
                                       ("mean", "right"), ("target", "right")])
     latency.add_row("TTFT", *(f"{v:,.1f}" for v in (result.ttft_ms.p50, result.ttft_ms.p90, result.ttft_ms.p99,
                                                     result.mean_ttft_ms, result.ttft_target_ms)))
     latency.add_row("TPOT", *(f"{v:,.2f}" for v in (result.tpot_ms.p50, result.tpot_ms.p90, result.tpot_ms.p99,
                                                     result.mean_tpot_ms, result.tpot_target_ms)))
     out.print(latency)
-    checks = _table("SLO", [("target", "left"), ("simulated ms", "right"), ("target ms", "right"), ("met", "left")])
+    checks = simple_table("SLO", [("target", "left"), ("simulated ms", "right"), ("target ms", "right"), ("met", "left")])
     for check in result.slo_checks:
         checks.add_row(f"{check.metric} {check.percentile}", f"{check.simulated_ms:,.2f}", f"{check.target_ms:,.2f}",
                        "yes" if check.met else "no")
@@ -47,7 +37,7 @@ def render_table(result: SimulationResult) -> None:
     out.print(checks)
     out.print(f"goodput {result.goodput_rps:,.3g} req/s   throughput {result.throughput_rps:,.3g} req/s   "
               f"output {result.output_tok_per_s:,.0f} tok/s")
-    pools = _table("Pools (queue: requests waiting, summed over instances; batch: sequences per decode step)",
+    pools = simple_table("Pools (queue: requests waiting, summed over instances; batch: sequences per decode step)",
                    [("pool", "left"), ("instances", "right"), ("busy", "right"), ("queue mean", "right"),
                     ("max", "right"), ("growth/s", "right"), ("batch", "right")])
     for pool in result.pools:
@@ -96,6 +86,6 @@ def command(plan_path: Path, workload_path: Path | None, slo_path: Path | None, 
     if output_format == "json":
         echo_json(result)
     else:
-        render_table(result)
+        rendersimple_table(result)
         if histogram_path is not None:
             click.echo(f"histogram written to {histogram_path}")
