@@ -1,4 +1,4 @@
-"""``layoutopt solve``: the best serving layout for a model, a budget and SLOs."""
+"""``layoutopt solve``: the best serving layout for a model, a budget (or a cluster file) and SLOs."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import json
 import click
 
 from layoutopt.cli.common import console, format_option, to_jsonable, write_atomically
-from layoutopt.errors import InfeasibleError
+from layoutopt.errors import InfeasibleError, InputError
 
 
 @click.command("solve")
 @click.option("--model", default=None, help="catalog name or path to a HuggingFace config.json [default: qwen3-32b]")
-@click.option("--budget", required=True, help="e.g. 32xH100, 16xH100+16xH200, '$400/h'")
+@click.option("--budget", default=None,
+              help="e.g. 32xH100, 16xH100+16xH200, '$400/h'; with --cluster, a further limit (optional)")
+@click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False), default=None,
+              help="cluster.yaml (examples/clusters/): plan for its free GPUs, NVLink domains and racks")
+@click.option("--spread-racks", is_flag=True, help="spread each pool's instances over the cluster's racks")
 @click.option("--slo", "slo_path", type=click.Path(dir_okay=False), default=None,
               help="slo.yaml [default: TTFT p90 1000 ms, TPOT p90 30 ms, attainment 0.9]")
 @click.option("--workload", "workload_path", type=click.Path(dir_okay=False), default=None,
@@ -40,15 +44,18 @@ from layoutopt.errors import InfeasibleError
 @format_option
 @click.option("--output", "output_path", type=click.Path(dir_okay=False), default=None,
               help="also write the plan as JSON to this file")
-def command(model, budget, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine, precision,
+def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine, precision,
             headroom, top_k, time_limit_s, gpus_path, prices_path, verify, verify_requests, emit_dir, output_format,
             output_path) -> None:
     """Find the layout that maximizes goodput per dollar (or another --objective) under the SLO."""
     from layoutopt import api
 
+    if budget is None and cluster_path is None:
+        raise InputError("--budget", None, "a budget such as 32xH100 or '$400/h', or --cluster cluster.yaml")
     plan = api.solve(model, budget, slo_path, workload_path, isl=isl, osl=osl, rate_rps=rate_rps,
                      objective=objective, mode=mode, engine=engine, precision=precision, headroom=headroom,
-                     top_k=top_k, time_limit_s=time_limit_s, gpus_path=gpus_path, prices_path=prices_path)
+                     top_k=top_k, time_limit_s=time_limit_s, gpus_path=gpus_path, prices_path=prices_path,
+                     cluster=cluster_path, spread_racks=spread_racks)
     if verify and plan.pools:
         from layoutopt.simulator.verify import verify_plan
 

@@ -7,6 +7,8 @@ Laid out like the CP-SAT Primer's examples, one concern per module:
 - model: ``variables`` (the decision variables), ``constraints/`` (one module per family),
   ``objectives``, ``solver`` (the formulation in its docstring, Dinkelbach, statuses),
   ``search`` (top-k alternatives);
+- cluster files: ``cluster_fit`` (free GPUs, NVLink domains, packing limits, KV links of a cluster),
+  ``placing`` (the placement stage and its feedback into a second solve);
 - checks and results: ``validate`` (no solver import), ``assemble``/``latency``/``explain``/
   ``diagnose``/``plan_builder`` (the ``Plan`` of ``plan``), ``solve`` (the public entry point).
 

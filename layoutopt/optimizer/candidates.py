@@ -52,6 +52,14 @@ class Candidate(_Frozen):
     prefill_tok_per_s: float = Field(default=0.0, ge=0, description="prompt tokens/s one instance sustains")
     decode_tok_per_s: float = Field(default=0.0, ge=0, description="output tokens/s one instance sustains")
     bottleneck: str = Field(default="", description="what limits capacity, e.g. 'TTFT p90', 'decode KV capacity'")
+    nvlink_group_gpus: int = Field(
+        default=0, ge=0, description="GPUs that must share one NVLink domain: the whole instance when the perf "
+        "model put its pipeline stages on NVLink, else one stage (0: one stage)")
+
+    @property
+    def domain_group_gpus(self) -> int:
+        """GPUs of this instance that must sit in one NVLink domain, as the perf model assumed."""
+        return self.nvlink_group_gpus or self.layout.gpus_per_stage
 
     @property
     def gpus_per_instance(self) -> int:
@@ -98,6 +106,12 @@ class CandidateTable(_Frozen):
     filters: tuple[FilterRecord, ...] = ()
     fastest_ttft: LatencyFloor | None = Field(default=None, description="over prefilling proposals evaluated")
     fastest_tpot: LatencyFloor | None = Field(default=None, description="over decoding proposals evaluated")
+    domain_capacity_gpus: dict[str, dict[int, int]] = Field(
+        default_factory=dict, description="GPU type -> {s: GPUs stage groups of s or more GPUs can fill in the "
+        "cluster's NVLink domains}; empty without a cluster file")
+    disaggregated_gpu_limits: dict[str, int] | None = Field(
+        default=None, description="GPU type -> most GPUs the prefill and decode pools may use together (one rack); "
+        "None when they may spread over racks")
 
     @model_validator(mode="after")
     def _check(self) -> "CandidateTable":

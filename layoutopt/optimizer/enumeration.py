@@ -8,7 +8,7 @@ meet the SLO; dominated candidates go last. Every drop is counted under its filt
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
@@ -20,7 +20,7 @@ from layoutopt.perf_model.calibration import LINK_EFFICIENCY
 from layoutopt.perf_model.capacity import instance_capacity
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
 from layoutopt.perf_model.layout import Role
-from layoutopt.perf_model.links import inter_node_link
+from layoutopt.perf_model.links import Link, inter_node_link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
 
@@ -64,11 +64,20 @@ def roles_for_mode(mode: ModeChoice) -> list[Role]:
             "disaggregated": ["prefill", "decode"]}[mode]
 
 
-def filter_context(model: ModelSpec, workload: Workload, slo: SLO, engine: str) -> FilterContext:
+def filter_context(model: ModelSpec, workload: Workload, slo: SLO, engine: str,
+                   max_stage_gpus: Mapping[str, int] | None = None) -> FilterContext:
     p_in = workload.input_tokens.quantile_tokens(FIT_QUANTILE)
     p_out = workload.output_tokens.quantile_tokens(FIT_QUANTILE)
     return FilterContext(model=model, slo=slo, engine=engine, fit_context_tokens=p_in + p_out,
-                         prefill_fit_context_tokens=p_in, p90_input_tokens=workload.input_tokens.quantile_tokens(0.9))
+                         prefill_fit_context_tokens=p_in, p90_input_tokens=workload.input_tokens.quantile_tokens(0.9),
+                         max_stage_gpus=dict(max_stage_gpus or {}))
+
+
+def kv_link_of(gpu: GpuSpec, kv_links: Mapping[str, Link] | None) -> Link:
+    """The KV link a prefill instance on ``gpu`` counts on: the cluster's, else the GPU's own NIC."""
+    if kv_links and gpu.name in kv_links:
+        return kv_links[gpu.name]
+    return inter_node_link(gpu)
 
 
 def structural_survivors(ctx: FilterContext, proposals: Sequence[Proposal], tally: _Tally) -> list[Proposal]:
@@ -90,10 +99,11 @@ def _percentiles(value) -> Percentiles | None:
     return Percentiles(p50=float(value.p50), p90=float(value.p90), p99=float(value.p99))
 
 
-def candidate_from_perf(proposal: Proposal, perf, model: ModelSpec, workload: Workload, headroom: float) -> Candidate:
-    """A ``Candidate`` from the perf model's ``InstancePerf`` and the GPU's price and NIC."""
+def candidate_from_perf(proposal: Proposal, perf, model: ModelSpec, workload: Workload, headroom: float,
+                        kv_links: Mapping[str, Link] | None = None) -> Candidate:
+    """A ``Candidate`` from the perf model's ``InstancePerf`` and the GPU's price and KV link."""
     gpu, layout, role = proposal.gpu, proposal.layout, proposal.role
-    link = inter_node_link(gpu)
+    link = kv_link_of(gpu, kv_links)
     # KV leaves over the instance's NICs; keep the same utilization headroom as the GPUs.
     nic_gb_per_s = layout.gpus_per_instance * link.bandwidth_gb_per_s * LINK_EFFICIENCY[link.kind] * headroom
     kv_bytes = kv_transfer_bytes(model, layout.kv_precision, workload.mean_input_tokens) if role == "prefill" else 0.0
@@ -108,18 +118,24 @@ def candidate_from_perf(proposal: Proposal, perf, model: ModelSpec, workload: Wo
         unloaded_tpot_ms=perf.unloaded_tpot_ms if role != "prefill" else None,
         prefill_tok_per_s=float(perf.prefill_tok_per_s or 0.0), decode_tok_per_s=float(perf.decode_tok_per_s or 0.0),
         bottleneck=str(perf.bottleneck or ""),
+        # pipeline_link() puts an instance that fits one domain on NVLink, so placement must keep it there.
+        nvlink_group_gpus=(layout.gpus_per_instance if layout.gpus_per_instance <= gpu.scaleup_domain_gpus
+                           else layout.gpus_per_stage),
     )
 
 
 def evaluate(ctx: FilterContext, proposals: Sequence[Proposal], workload: Workload, headroom: float,
-             tally: _Tally) -> list[Candidate]:
-    """InstancePerf for each proposal; drop those that miss the SLO unloaded or at any load."""
+             tally: _Tally, kv_links: Mapping[str, Link] | None = None) -> list[Candidate]:
+    """InstancePerf for each proposal; drop those that miss the SLO unloaded or at any load.
+
+    ``kv_links`` (GPU type -> Link) is the KV path a prefill instance counts on; its NIC by default.
+    """
     candidates = []
     for proposal in proposals:
         if proposal.gpu.price is None:
             tally.drop("price", f"{proposal.gpu.name} has no price in the catalog (pass a prices file)")
             continue
-        kv_link = inter_node_link(proposal.gpu) if proposal.role == "prefill" else None
+        kv_link = kv_link_of(proposal.gpu, kv_links) if proposal.role == "prefill" else None
         perf = instance_capacity(ctx.model, proposal.gpu, proposal.layout, proposal.role, workload, ctx.slo,
                                  engine=ctx.engine, headroom=headroom, kv_link=kv_link)
         tally.observe(proposal, perf)
@@ -130,20 +146,27 @@ def evaluate(ctx: FilterContext, proposals: Sequence[Proposal], workload: Worklo
         if not perf.feasible or perf.capacity_rps <= 0:
             tally.drop("capacity at SLO", f"{proposal.name}: {perf.reason or 'no rate meets the SLO'}")
             continue
-        candidates.append(candidate_from_perf(proposal, perf, ctx.model, workload, headroom))
+        candidates.append(candidate_from_perf(proposal, perf, ctx.model, workload, headroom, kv_links))
     return candidates
 
 
 def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: Workload, slo: SLO, *,
                           gpu_limits: dict[str, int], max_usd_per_hour: float | None, min_rate_rps: float | None,
                           mode: ModeChoice = "auto", engine: str = "vllm", precision: str = "auto",
-                          headroom: float = 0.7) -> CandidateTable:
-    """Enumerate, filter and evaluate every candidate for ``gpus``; the solver's whole input."""
-    ctx = filter_context(model, workload, slo, engine)
+                          headroom: float = 0.7, kv_links: Mapping[str, Link] | None = None,
+                          max_stage_gpus: Mapping[str, int] | None = None,
+                          domain_capacity_gpus: Mapping[str, dict[int, int]] | None = None) -> CandidateTable:
+    """Enumerate, filter and evaluate every candidate for ``gpus``; the solver's whole input.
+
+    A cluster file adds ``kv_links`` (GPU type -> the KV link prefill counts on),
+    ``max_stage_gpus`` and ``domain_capacity_gpus`` (see ``cluster_fit``); ``gpus`` then already
+    carry the cluster's NVLink domain size.
+    """
+    ctx = filter_context(model, workload, slo, engine, max_stage_gpus)
     tally = _Tally()
     proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision, ctx.p90_input_tokens))
     survivors = structural_survivors(ctx, proposals, tally)
-    candidates = evaluate(ctx, survivors, workload, headroom, tally)
+    candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links)
     candidates, dominated = drop_dominated(candidates)
     for candidate, reason in dominated:
         tally.drop("dominated", reason)
@@ -152,4 +175,5 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
         min_rate_rps=min_rate_rps, mode=mode, mean_input_tokens=workload.mean_input_tokens,
         mean_output_tokens=workload.mean_output_tokens, num_considered=len(proposals), filters=tally.records(),
         fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot,
+        domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
     )

@@ -39,6 +39,19 @@ def binding_constraints(table: CandidateTable, outcome: SolveOutcome, used: list
         smallest = min((c.gpus_per_instance for c in table.candidates if c.gpu == gpu), default=None)
         if smallest is not None and limit - gpus.get(gpu, 0) < smallest:
             binding.append(f"{gpu} count")
+    for gpu, capacities in table.domain_capacity_gpus.items():
+        for size, capacity in sorted(capacities.items()):
+            grouped = sum(n * c.gpus_per_instance for c, n in used
+                          if c.gpu == gpu and c.domain_group_gpus >= size)
+            if size > 1 and grouped and capacity - grouped < size and capacity < table.gpu_limits.get(gpu, 0):
+                binding.append(f"{gpu} NVLink domain packing")
+                break
+    for gpu, limit in (table.disaggregated_gpu_limits or {}).items():
+        kv_gpus = sum(n * c.gpus_per_instance for c, n in used if c.gpu == gpu and c.is_disaggregated)
+        smallest = min((c.gpus_per_instance for c in table.candidates if c.gpu == gpu and c.is_disaggregated),
+                       default=None)
+        if kv_gpus and smallest is not None and limit - kv_gpus < smallest:
+            binding.append("prefill and decode in one rack")
     cost = sum(c.cost_usd_per_hour * n for c, n in used)
     if table.max_usd_per_hour is not None:
         cheapest = min((c.cost_usd_per_hour for c in table.candidates), default=0.0)

@@ -32,6 +32,7 @@ class FilterContext(BaseModel):
     fit_context_tokens: float = 1.0
     prefill_fit_context_tokens: float = 1.0
     p90_input_tokens: float = 1.0
+    max_stage_gpus: dict[str, int] = {}  # GPU type -> most free GPUs in one NVLink domain (cluster file)
 
     def context_tokens(self, proposal: Proposal) -> float:
         """Context one sequence must fit at: the long requests of the workload (p99 lengths)."""
@@ -57,6 +58,15 @@ def scaleup_domain(ctx: FilterContext, p: Proposal) -> str | None:
     if p.layout.gpus_per_stage > p.gpu.scaleup_domain_gpus:
         return (f"{p.layout.short_name()}: {p.layout.gpus_per_stage} GPUs per stage exceed the "
                 f"{p.gpu.scaleup_domain_gpus}-GPU scale-up domain of {p.gpu.name}")
+    return None
+
+
+def cluster_free_domain(ctx: FilterContext, p: Proposal) -> str | None:
+    """On a cluster file, a stage group needs that many free GPUs in one NVLink domain."""
+    free = ctx.max_stage_gpus.get(p.gpu.name)
+    if free is not None and p.layout.gpus_per_stage > free:
+        return (f"{p.layout.short_name()}: {p.layout.gpus_per_stage} GPUs per stage but no NVLink domain of the "
+                f"cluster has more than {free} free {p.gpu.name}")
     return None
 
 
@@ -105,6 +115,7 @@ def pipeline_needed(ctx: FilterContext, p: Proposal) -> str | None:
 STRUCTURAL_FILTERS: tuple[tuple[str, StructuralFilter], ...] = (
     ("precision support", precision_support),
     ("scale-up domain", scaleup_domain),
+    ("free GPUs per domain", cluster_free_domain),
     ("divisibility", divisibility),
     ("context parallelism", context_parallel_pays),
     ("memory fit", memory_fit),

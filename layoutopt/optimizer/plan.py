@@ -117,7 +117,10 @@ class PlacedInstance(_Out):
     node: str
     gpus: list[int] = Field(description="GPU indices on the node (first stage when PP spans nodes)")
     nodes: list[str] = Field(default_factory=list, description="every node the instance spans, in stage order")
-    cuda_visible_devices: str
+    cuda_visible_devices: str = Field(description="'0,1' on one node; 'node-a:0,1;node-b:0,1' over several")
+    pool_index: int | None = Field(default=None, ge=0, description="position of the instance's pool in plan.pools")
+    gpus_by_node: dict[str, list[int]] = Field(
+        default_factory=dict, description="GPU indices the instance uses on each of its nodes, in stage order")
 
 
 class Verification(_Out):

@@ -43,6 +43,7 @@ class IntegerCandidate(_Frozen):
     kv_kb_per_request: int
     nic_kb_per_s: int
     max_instances: int
+    domain_group_gpus: int = 0  # GPUs that must share one NVLink domain (a stage, or a whole PP instance)
 
 
 class IntegerTable(_Frozen):
@@ -54,6 +55,8 @@ class IntegerTable(_Frozen):
     min_rate_units: int
     mode: str
     max_rate_units: int
+    domain_capacity_gpus: dict[str, dict[int, int]] = {}
+    disaggregated_gpu_limits: dict[str, int] | None = None
 
     def by_role(self, role: Role) -> list[IntegerCandidate]:
         return [c for c in self.candidates if c.role == role]
@@ -103,7 +106,7 @@ def to_integer_table(table: CandidateTable) -> IntegerTable:
             cost_units=max(1, cost_units(c.cost_usd_per_hour)), capacity_rate_units=capacity,
             kv_kb_per_request=int(math.ceil(c.kv_bytes_per_request * KV_SCALE_PER_BYTE)),
             nic_kb_per_s=int(math.floor(c.nic_gb_per_s * 1e9 * KV_SCALE_PER_BYTE)),
-            max_instances=max_instances,
+            max_instances=max_instances, domain_group_gpus=c.domain_group_gpus,
         ))
     max_cost = None
     if table.max_usd_per_hour is not None:
@@ -112,6 +115,9 @@ def to_integer_table(table: CandidateTable) -> IntegerTable:
         candidates=tuple(rows), gpu_limits=dict(table.gpu_limits), max_cost_units=max_cost,
         min_rate_units=rate_units_up(table.min_rate_rps) if table.min_rate_rps else 0,
         mode=table.mode, max_rate_units=_max_rate_units(rows),
+        domain_capacity_gpus={g: dict(caps) for g, caps in table.domain_capacity_gpus.items()},
+        disaggregated_gpu_limits=None if table.disaggregated_gpu_limits is None
+        else dict(table.disaggregated_gpu_limits),
     )
 
 

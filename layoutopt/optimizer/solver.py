@@ -10,6 +10,10 @@ Parameters (integers, from ``scaling.to_integer_table``)
     kv          KV kilobytes one disaggregated request moves from prefill to decode
     nic_c       usable scale-out bandwidth of one instance (kB/s)
     U_c         most instances of c the budget allows
+    s_c         GPUs of c kept in one NVLink domain: a pipeline stage (tp x dp x pcp), or the whole
+                instance when the perf model put its stages on NVLink
+    K_{g,s}     with a cluster file: GPUs groups of >= s GPUs can fill, sum_d s floor(free_d / s)
+    B^rack_g    with a cluster file, when KV must stay in one rack: most free GPUs of g in one rack
     B_g         GPUs of type g available;  C_max  $ cap (cost units);  R_min  target rate (0 if none)
 Variables
     n_c in {0..U_c}                 num_instances[c]
@@ -23,6 +27,8 @@ Constraints
     colocated capacity sum_{c in C_coloc}   cap_c n_c >= r_col
     rate balance       r = r_dis + r_col >= R_min
     KV transfer        kv r_dis <= SCALE sum_{c in C_prefill} nic_c n_c   (and the same for C_decode)
+    domain packing     sum_{c: g(c)=g, s_c >= s} gpus_c n_c <= K_{g,s}               (cluster file)
+    KV pools in a rack sum_{c in C_prefill u C_decode, g(c)=g} gpus_c n_c <= B^rack_g (second stage)
     mode               n_c <= U_c u_mode(c);  r_mode <= R_max u_mode;  each role of a used mode has
                        an instance; --mode fixes u_dis = 0 or u_col = 0
 Objectives (cost = sum_c cost_c n_c), each lexicographic in two solves (no big-M weights)

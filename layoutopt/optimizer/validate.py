@@ -38,6 +38,24 @@ def plan_violations(table: CandidateTable, counts: Mapping[str, int], disaggrega
         if limit is None and table.max_usd_per_hour is None:
             problems.append(f"{gpu} is not in the budget")
 
+    for gpu, capacities in sorted(table.domain_capacity_gpus.items()):
+        for size, capacity in sorted(capacities.items()):
+            grouped = sum(n * by_name[name].gpus_per_instance for name, n in used.items()
+                          if by_name[name].gpu == gpu and by_name[name].domain_group_gpus >= size)
+            if grouped > capacity:
+                problems.append(f"{grouped} {gpu} GPUs in stage groups of {size}+ GPUs exceed the {capacity} "
+                                "the cluster's NVLink domains hold")
+        largest = max(capacities, default=0)
+        for name in used:
+            if by_name[name].gpu == gpu and by_name[name].domain_group_gpus > largest:
+                problems.append(f"{name}: a group of {by_name[name].domain_group_gpus} GPUs fits no "
+                                f"NVLink domain (at most {largest} free)")
+    for gpu, limit in sorted((table.disaggregated_gpu_limits or {}).items()):
+        kv_gpus = sum(n * by_name[name].gpus_per_instance for name, n in used.items()
+                      if by_name[name].gpu == gpu and by_name[name].is_disaggregated)
+        if kv_gpus > limit:
+            problems.append(f"prefill and decode use {kv_gpus} {gpu} GPUs; one rack holds {limit}")
+
     cost = sum(by_name[name].cost_usd_per_hour * n for name, n in used.items())
     if table.max_usd_per_hour is not None and _exceeds(cost, table.max_usd_per_hour):
         problems.append(f"cost {cost:.2f} $/h exceeds the cap of {table.max_usd_per_hour:.2f} $/h")

@@ -1,7 +1,7 @@
 """Per-instance launch scripts: which node and GPUs each instance uses, and the shell to start it.
 
-Instances come from ``plan.placement`` when the plan has one (matched to pools by role, in pool
-order); otherwise they are packed in pool order onto generic nodes ``node-0``, ``node-1``, ... of
+Instances come from ``plan.placement`` when the plan has one (matched to pools by ``pool_index``,
+or by role in pool order for placements written without it); otherwise they are packed in pool order onto generic nodes ``node-0``, ``node-1``, ... of
 ``gpus_per_node`` GPUs each. A PP instance spanning nodes uses the same GPU indices on every node
 (``PlacedInstance.gpus`` names those of its first stage).
 """
@@ -58,15 +58,29 @@ def pool_names(plan: Plan) -> list[str]:
     return names
 
 
+def _placed_by_pool(plan: Plan) -> list[list[PlacedInstance]] | None:
+    """Placed instances per pool from their ``pool_index``; None unless every instance has one."""
+    if any(p.pool_index is None or p.pool_index >= len(plan.pools) for p in plan.placement):
+        return None
+    by_pool: list[list[PlacedInstance]] = [[] for _ in plan.pools]
+    for placed in plan.placement:
+        by_pool[placed.pool_index].append(placed)
+    return by_pool
+
+
 def _from_placement(plan: Plan, names: list[str]) -> list[InstanceSpec]:
     by_role: dict[str, list[PlacedInstance]] = {}
     for placed in plan.placement:
         by_role.setdefault(placed.role, []).append(placed)
+    by_pool = _placed_by_pool(plan)
     taken: dict[str, int] = {}
     specs: list[InstanceSpec] = []
     for index, pool in enumerate(plan.pools):
         start = taken.get(pool.role, 0)
-        chosen = by_role.get(pool.role, [])[start:start + pool.instances]
+        if by_pool is not None:
+            chosen = by_pool[index][:pool.instances]
+        else:
+            chosen = by_role.get(pool.role, [])[start:start + pool.instances]
         if len(chosen) < pool.instances:
             raise InputError(
                 "placement", f"{len(by_role.get(pool.role, []))} {pool.role} instances",

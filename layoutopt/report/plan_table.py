@@ -1,4 +1,4 @@
-"""Render a ``Plan`` for the terminal with rich: pools, totals, latency, solver, explanation.
+"""Render a ``Plan`` for the terminal with rich: pools, totals, latency, solver, explanation, placement.
 
 Rendering only reads the Plan; ``render_plan`` prints to a given console so tests can capture it.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from layoutopt.optimizer.plan import Alternative, Plan, Pool, Verification
+from layoutopt.optimizer.plan import Alternative, PlacedInstance, Plan, Pool, Verification
 
 
 def _degrees(pool: Pool) -> str:
@@ -84,6 +84,34 @@ def _alternatives_table(alternatives: list[Alternative], unit: str) -> Table:
     return table
 
 
+# Placement rows shown in the terminal; the JSON output always has every instance.
+MAX_PLACEMENT_ROWS = 24
+
+
+def _nodes_text(placed: PlacedInstance) -> str:
+    return ", ".join(placed.nodes or [placed.node])
+
+
+def _gpus_text(placed: PlacedInstance) -> str:
+    by_node = placed.gpus_by_node or {placed.node: list(placed.gpus)}
+    if len(by_node) == 1:
+        return ",".join(str(i) for i in next(iter(by_node.values())))
+    return "; ".join(f"{node}: {','.join(str(i) for i in indices)}" for node, indices in by_node.items())
+
+
+def placement_table(placement: list[PlacedInstance], max_rows: int = MAX_PLACEMENT_ROWS) -> Table:
+    """One row per placed instance: id, role, node(s), GPU indices, CUDA_VISIBLE_DEVICES."""
+    table = Table(title="Placement", title_justify="left")
+    for header in ("instance", "role", "node(s)", "GPUs", "CUDA_VISIBLE_DEVICES"):
+        table.add_column(header)
+    for placed in placement[:max_rows]:
+        table.add_row(placed.instance_id, placed.role, _nodes_text(placed), _gpus_text(placed),
+                      placed.cuda_visible_devices)
+    if len(placement) > max_rows:
+        table.add_row(f"... {len(placement) - max_rows} more", "", "", "", "(all in --format json)")
+    return table
+
+
 def render_plan(plan: Plan, console: Console) -> None:
     """Print ``plan`` as tables and short lines."""
     console.print(f"[bold]{plan.model}[/bold] on {plan.workload.get('budget', '')} — objective {plan.objective}, "
@@ -112,6 +140,8 @@ def render_plan(plan: Plan, console: Console) -> None:
     for note in plan.explanation.notes:
         if not note.startswith("default "):
             console.print(f"note: {note}")
+    if plan.placement:
+        console.print(placement_table(plan.placement))
     if plan.alternatives:
         console.print(_alternatives_table(plan.alternatives, plan.solver.objective_unit))
 

@@ -7,6 +7,7 @@ docstring states them.
 from __future__ import annotations
 
 from layoutopt.optimizer.constraints.capacity import ColocatedCapacity, DecodeCapacity, PrefillCapacity
+from layoutopt.optimizer.constraints.cluster import DisaggregatedInOneRack, DomainPacking
 from layoutopt.optimizer.constraints.cost_cap import CostCap
 from layoutopt.optimizer.constraints.distinct import ExcludePlanStructure
 from layoutopt.optimizer.constraints.gpu_budget import GpuBudget
@@ -15,7 +16,8 @@ from layoutopt.optimizer.constraints.mode import ModeChoice
 from layoutopt.optimizer.constraints.rate import RateBalance
 
 __all__ = [
-    "ColocatedCapacity", "CostCap", "DecodeCapacity", "ExcludePlanStructure", "GpuBudget",
+    "ColocatedCapacity", "CostCap", "DecodeCapacity", "DisaggregatedInOneRack", "DomainPacking",
+    "ExcludePlanStructure", "GpuBudget",
     "KvTransferBandwidth", "ModeChoice", "PrefillCapacity", "RateBalance", "default_constraints",
 ]
 
@@ -23,4 +25,4 @@ __all__ = [
 def default_constraints() -> list:
     """The constraint families of every solve."""
     return [GpuBudget(), CostCap(), PrefillCapacity(), DecodeCapacity(), ColocatedCapacity(),
-            RateBalance(), KvTransferBandwidth(), ModeChoice()]
+            RateBalance(), KvTransferBandwidth(), ModeChoice(), DomainPacking(), DisaggregatedInOneRack()]

@@ -8,6 +8,8 @@ runs of consecutive GPUs on one node. ``PlacedInstance`` then holds
     nodes                 the node of every run, in stage order
     cuda_visible_devices  '0,1,2,3' for a one-node instance; for an instance over several nodes
                           one setting per node, 'node-a:0,1,2,3;node-b:4,5,6,7', in run order
+    gpus_by_node          the same per node as a mapping, {'node-a': [0, 1, 2, 3], 'node-b': [4, 5, 6, 7]}
+    pool_index            the instance's pool (position in plan.pools)
 
 so the full assignment can be read back from the plan alone (``instance_gpus``). Instance ids
 are ``<role>-<pool index>-<k>`` (``decode-1-0``): the pool index is the position in plan.pools.
@@ -47,15 +49,20 @@ def node_runs(gpus: list[GpuId]) -> list[tuple[str, list[int]]]:
     return runs
 
 
-def placed_instance(instance_id_text: str, role: Role, gpus: list[GpuId]) -> PlacedInstance:
+def placed_instance(instance_id_text: str, role: Role, gpus: list[GpuId],
+                    pool_index: int | None = None) -> PlacedInstance:
     """The ``PlacedInstance`` of an instance whose GPUs in stage order are ``gpus``."""
     runs = node_runs(gpus)
     if len(runs) == 1:
         devices = ",".join(str(i) for i in runs[0][1])
     else:
         devices = RUN_SEPARATOR.join(f"{node}{NODE_SEPARATOR}{','.join(map(str, idx))}" for node, idx in runs)
+    by_node: dict[str, list[int]] = {}
+    for gpu in gpus:
+        by_node.setdefault(gpu.node, []).append(gpu.index)
     return PlacedInstance(instance_id=instance_id_text, role=role, node=runs[0][0], gpus=list(runs[0][1]),
-                          nodes=[node for node, _ in runs], cuda_visible_devices=devices)
+                          nodes=[node for node, _ in runs], cuda_visible_devices=devices, pool_index=pool_index,
+                          gpus_by_node=by_node)
 
 
 def instance_gpus(placed: PlacedInstance) -> list[GpuId]:
@@ -67,7 +74,9 @@ def instance_gpus(placed: PlacedInstance) -> list[GpuId]:
             raise ValueError(f"cuda_visible_devices {text!r} does not list gpus {placed.gpus}")
         if placed.nodes and placed.nodes != [placed.node]:
             raise ValueError(f"one-node devices {text!r} but nodes {placed.nodes}")
-        return [GpuId(placed.node, i) for i in indices]
+        one_node = [GpuId(placed.node, i) for i in indices]
+        _check_by_node(placed, one_node)
+        return one_node
     gpus: list[GpuId] = []
     run_nodes: list[str] = []
     for run in text.split(RUN_SEPARATOR):
@@ -78,7 +87,20 @@ def instance_gpus(placed: PlacedInstance) -> list[GpuId]:
         raise ValueError(f"cuda_visible_devices runs on {run_nodes} but node {placed.node!r}, nodes {placed.nodes}")
     if [g.index for g in gpus if g.node == placed.node][: len(placed.gpus)] != list(placed.gpus):
         raise ValueError(f"gpus {placed.gpus} differ from the first run of {text!r}")
+    _check_by_node(placed, gpus)
     return gpus
+
+
+def _check_by_node(placed: PlacedInstance, gpus: list[GpuId]) -> None:
+    """``gpus_by_node``, when given, must list the same GPUs as ``cuda_visible_devices``."""
+    if not placed.gpus_by_node:
+        return
+    expected: dict[str, list[int]] = {}
+    for gpu in gpus:
+        expected.setdefault(gpu.node, []).append(gpu.index)
+    if expected != placed.gpus_by_node:
+        raise ValueError(f"gpus_by_node {placed.gpus_by_node} differs from cuda_visible_devices "
+                         f"{placed.cuda_visible_devices!r}")
 
 
 def _indices(text: str) -> list[int]:

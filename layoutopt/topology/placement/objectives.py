@@ -6,7 +6,10 @@
    instance in their rack (those instances send activations over the uplinks);
 3. KV locality: minimize sum_r kv_egress[r], the KV traffic that leaves its rack (proved to
    within 1% of all KV traffic);
-4. tidy packing: minimize the NVLink domains touched, leaving whole domains free.
+4. pipelines in one domain: minimize the stages of PP instances that do not complete a whole
+   instance in their NVLink domain (the performance model counts NVLink between the stages of an
+   instance that fits one domain, so splitting it would make the plan slower than predicted);
+5. tidy packing: minimize the NVLink domains touched, leaving whole domains free.
 
 Each ``build`` adds its auxiliary variables and returns the expression to minimize.
 """
@@ -65,6 +68,36 @@ class PipelinesInRack:
         return cp_model.LinearExpr.sum(terms)
 
 
+class PipelinesInDomain:
+    name = "pipeline stages across NVLink domains"
+
+    def build(self, v: PlacementVariables) -> cp_model.LinearExpr:
+        terms, coefficients = [], []
+        for c, cls in enumerate(v.data.classes):
+            pipelined = [p for p in cls.pool_indices if v.demands[p].pp_size > 1]
+            if not pipelined:
+                continue
+            if cls.patterns:
+                # A pattern's leftover stages (a_p mod pp_p) are a constant of the pattern.
+                for k, pattern in enumerate(cls.patterns):
+                    leftover = sum(pattern[cls.pool_indices.index(p)] % v.demands[p].pp_size for p in pipelined)
+                    if leftover:
+                        terms.append(v.domains_with[c, k])
+                        coefficients.append(leftover)
+                continue
+            for name in cls.members:
+                for p in pipelined:
+                    demand = v.demands[p]
+                    upper = v.stage_upper[p, name]
+                    whole = v.model.new_int_var(0, upper // demand.pp_size, f"whole_in_domain[{demand.label}@{name}]")
+                    leftover = v.model.new_int_var(0, demand.pp_size - 1, f"leftover_in_domain[{demand.label}@{name}]")
+                    v.model.add(v.stages[p, name] == demand.pp_size * whole + leftover).with_name(
+                        f"pipeline_in_domain[{demand.label}@{name}]")
+                    terms.append(leftover)
+                    coefficients.append(1)
+        return cp_model.LinearExpr.weighted_sum(terms, coefficients)
+
+
 class FewestDomains:
     name = "NVLink domains touched"
 
@@ -89,5 +122,7 @@ def objectives_in_order(spread_racks: bool, has_kv: bool, has_pipelines: bool) -
         terms.append(PipelinesInRack())
     if has_kv:
         terms.append(KvLocality())
+    if has_pipelines:
+        terms.append(PipelinesInDomain())
     terms.append(FewestDomains())
     return terms

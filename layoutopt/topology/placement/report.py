@@ -35,7 +35,7 @@ def placed_result(
 ) -> PlacementResult:
     """The plan with ``placement`` filled, KV pairings, PP links and rack traffic."""
     instances = build_instances(plan, cluster, stage_gpus_by_pool(data, cluster, counts))
-    placement = [placed_instance(i.instance_id, i.role, i.gpus) for i in instances]
+    placement = [placed_instance(i.instance_id, i.role, i.gpus, i.pool_index) for i in instances]
     pairings = kv_pairings(cluster, instances)
     first_gpu = {i.instance_id: i.stages[0][0] for i in instances}
     kv_link = slowest([link_between(cluster, first_gpu[p.prefill_instance], first_gpu[p.decode_instance])

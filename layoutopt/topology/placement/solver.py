@@ -24,6 +24,8 @@ its stated tolerance)
     spread (with --spread-racks) min sum_p m_p,  pp_p m_p >= S_{p,r}  for all r
     pipelines in one rack        min sum_{p,r} (S_{p,r} mod pp_p)  (stages of rack-crossing instances)
     KV locality                  min sum_r e_r  (to within 1% of all KV traffic)
+    pipelines in one domain      min sum_{c,k} w_{c,k} sum_p (a_{c,k,p} mod pp_p)  (stages of
+                                 instances split over NVLink domains)
     tidy packing                 min domains touched = sum_{c,k} w_{c,k}
 A domain is all-to-all at full scale-up bandwidth, so a pattern that fits its free GPUs is
 realised by any free GPU indices (``assign``). Grouping identical instances and identical

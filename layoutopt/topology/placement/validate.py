@@ -3,9 +3,9 @@
 ``validate_placement(plan, cluster)`` reads only ``plan.pools``, ``plan.placement`` and the
 cluster, and lists every rule broken (empty when the placement is valid):
 
-- every instance id is unique and belongs to a pool (``<role>-<pool index>-<k>``, or the only pool
-  of its role and size), and each pool has exactly ``instances`` placed instances;
-- the fields of each ``PlacedInstance`` agree (node, gpus, nodes, cuda_visible_devices);
+- every instance id is unique and belongs to a pool (``pool_index``, ``<role>-<pool index>-<k>``, or
+  the only pool of its role and size), and each pool has exactly ``instances`` placed instances;
+- the fields of each ``PlacedInstance`` agree (node, gpus, nodes, cuda_visible_devices, gpus_by_node);
 - every GPU exists, is free (not in use, not down) and is of the pool's GPU type;
 - no GPU serves two instances, or appears twice in one;
 - an instance has tp x pp x pcp x dp GPUs, and the GPUs of each pipeline stage share one
@@ -61,6 +61,10 @@ def validate_placement(plan: Plan, cluster: Cluster, kv_bytes_per_request: float
 
 def _pool_of(placed: PlacedInstance, pools: list[Pool]) -> tuple[int, str | None]:
     index = pool_index_of(placed.instance_id)
+    if placed.pool_index is not None:
+        if index is not None and index != placed.pool_index:
+            return -1, f"{placed.instance_id}: pool_index {placed.pool_index} but its id names pool {index}"
+        index = placed.pool_index
     if index is not None:
         if index >= len(pools):
             return -1, f"{placed.instance_id}: pool index {index} but the plan has {len(pools)} pools"
