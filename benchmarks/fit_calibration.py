@@ -3,7 +3,7 @@
 For each engine: fit FIT_PARAMETERS (GEMM/HBM/attention efficiency, step and per-layer overhead,
 all-reduce latency, closed-loop cohort constants) on all rows but one held-out model and report the
 held-out error; then fit on every row of the engine and write the result, with provenance, into
-``layoutopt/perf_model/data/engine_profiles.yaml`` (physics) and ``load_profiles.yaml`` (load).
+``layoutopt/perf_model/data/engine_profiles.yaml``, the one home of the calibration constants.
 
     python benchmarks/fit_calibration.py [path/to/h100_sxm.csv] [--engine trtllm] [--iterations 60] [--dry-run]
 """
@@ -22,20 +22,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from layoutopt.perf_model.fit import (  # noqa: E402
-    LOAD_PARAMETERS,
     error_summary,
     fit_engine,
     load_cases,
     predict_all,
-    register_trial_profile,
+    trial_profile,
 )
 
 DATA = REPO / "layoutopt" / "perf_model" / "data"
 DEFAULT_CSV = REPO / ".." / "shared" / "reference" / "measurements" / "h100_sxm.csv"
 
 
-def _scores(cases, engine_name: str) -> str:
-    ttft, tpot, _ = predict_all(cases, engine_name)
+def _scores(cases, engine) -> str:
+    ttft, tpot, _ = predict_all(cases, engine)
     t = error_summary(ttft, np.array([c.ttft_ms for c in cases]))
     p = error_summary(tpot, np.array([c.tpot_ms for c in cases]))
     return (f"rows {t['rows']}: TTFT MdAPE {t['mdape']:.1f}% (signed {t['median_signed']:+.1f}%), "
@@ -103,24 +102,21 @@ def main() -> None:
             train = [c for c in mine if c.model_id != held]
             test = [c for c in mine if c.model_id == held]
             values, value = fit_engine(train, engine, args.iterations)
-            name = register_trial_profile(engine, values)
-            print(f"   held out {held} ({len(test)} rows): train loss {value:.3f}; held-out {_scores(test, name)}")
+            print(f"   held out {held} ({len(test)} rows): train loss {value:.3f}; "
+                  f"held-out {_scores(test, trial_profile(engine, values))}")
         values, value = fit_engine(mine, engine, args.iterations)
-        name = register_trial_profile(engine, values)
-        print(f"   all rows: loss {value:.3f}; {_scores(mine, name)}")
+        print(f"   all rows: loss {value:.3f}; {_scores(mine, trial_profile(engine, values))}")
         print("   fitted: " + ", ".join(f"{k}={v:.4g}" for k, v in values.items()))
         if args.dry_run:
             continue
         rows = len(mine)
-        physics = {k: v for k, v in values.items() if k not in LOAD_PARAMETERS}
-        load = {k: v for k, v in values.items() if k in LOAD_PARAMETERS}
         provenance = (f"Fitted on reference/measurements/h100_sxm.csv ({rows} {engine} rows, agg and disagg), "
                       f"{today}, by benchmarks/fit_calibration.py: Nelder-Mead on the mean absolute log error of "
                       f"TTFT and TPOT over all rows of the engine (one constant set per engine; no per-model terms)"
                       + (f"; held-out model {held}" if held else "") + ". Fitted: "
                       + ", ".join(sorted(values)) + ".")
-        for path, subset in ((DATA / "engine_profiles.yaml", physics), (DATA / "load_profiles.yaml", load)):
-            path.write_text(_replace_block(path.read_text(), engine, subset, provenance))
+        path = DATA / "engine_profiles.yaml"
+        path.write_text(_replace_block(path.read_text(), engine, values, provenance))
         print(f"   wrote {', '.join(sorted(values))} for {engine}")
 
 

@@ -8,9 +8,12 @@ beforehand, the way the optimizer enumerates them. Two figures:
 - cold: every candidate seen for the first time (per-candidate constants computed, caches empty);
 - warm: the same candidates again (what repeated sweeps over workloads and SLOs pay).
 
-Target: >= 10,000 evaluations per second.
+Target: >= 10,000 evaluations per second. With ``--capacity`` it also times ``instance_capacity``
+(what the optimizer calls per candidate: step tables, load grid, SLO search) per role on a chat
+workload, cold (tables computed) and warm (tables cached, e.g. the same candidate under another
+SLO or headroom); target >= 2,000 calls/s for decode and prefill roles.
 
-    python benchmarks/perf_model_speed.py [--seconds 3]
+    python benchmarks/perf_model_speed.py [--seconds 3] [--capacity]
 """
 
 from __future__ import annotations
@@ -88,9 +91,37 @@ def rate(cands, seconds: float, cold: bool) -> float:
     return best
 
 
+def capacity_rates(cands, limit: int = 200) -> dict[str, tuple[float, float]]:
+    """instance_capacity calls per CPU-second by role: (cold, warm)."""
+    from layoutopt.perf_model import costs
+    from layoutopt.perf_model.capacity import instance_capacity
+    from layoutopt.workloads.slo import SLO
+    from layoutopt.workloads.workload import Workload
+
+    workload = Workload(name="chat", input_tokens={"kind": "lognormal", "mean": 1000, "p90": 2000},
+                        output_tokens={"kind": "lognormal", "mean": 200, "p90": 400})
+    slo = SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 60}, attainment=0.9)
+    subset = cands[:limit]
+    out = {}
+    for role in ("decode", "prefill", "colocated"):
+        for model, gpu, layout in subset:  # warm the per-candidate constants
+            instance_capacity(model, gpu, layout, role, workload, slo)
+        costs._phase_costs.cache_clear()
+        start = time.process_time()
+        for model, gpu, layout in subset:
+            instance_capacity(model, gpu, layout, role, workload, slo)
+        cold = len(subset) / max(time.process_time() - start, 1e-9)
+        start = time.process_time()
+        for model, gpu, layout in subset:
+            instance_capacity(model, gpu, layout, role, workload, slo, headroom=0.8)
+        out[role] = (cold, len(subset) / max(time.process_time() - start, 1e-9))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="wall time per measurement")
+    parser.add_argument("--capacity", action="store_true", help="also time instance_capacity per role")
     args = parser.parse_args()
     cands = candidates()
     for model, gpu, layout in cands:  # warm the model specs' cached properties and the catalogs
@@ -99,6 +130,9 @@ def main() -> None:
     warm = rate(cands, args.seconds, cold=False)
     print(f"{len(cands)} candidates, batch grid of {len(BATCH_GRID)} sizes")
     print(f"cold: {cold:,.0f} evaluations/s   warm: {warm:,.0f} evaluations/s per core (target >= 10,000/s)")
+    if args.capacity:
+        for role, (cold_calls, warm_calls) in capacity_rates(cands).items():
+            print(f"instance_capacity {role:9}: cold {cold_calls:,.0f} calls/s   warm {warm_calls:,.0f} calls/s")
 
 
 if __name__ == "__main__":

@@ -153,6 +153,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=12_000)
     parser.add_argument("--quick", action="store_true", help="two models only")
+    parser.add_argument("--only", default="", help="only scenarios whose name contains this text")
     args = parser.parse_args()
     rows = []
     header = (f"{'scenario':44} {'load':>4} {'rate':>7} | {'TTFT90 an':>9} {'sim':>8} {'err':>6} | "
@@ -160,6 +161,8 @@ def main() -> int:
     print(header)
     print("-" * len(header))
     for d in deployments()[: 8 if args.quick else None]:
+        if args.only not in d.name:
+            continue
         capacity = analytic_capacity_rps(d)
         if capacity <= 0:
             print(f"{d.name:44} analytic model finds no rate meeting the SLO; skipped")

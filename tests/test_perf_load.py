@@ -6,6 +6,7 @@ hand and the tests do not move when the roofline is recalibrated.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layoutopt.perf_model.closed_loop import LoadProfile, colocated_closed_loop, disaggregated_closed_loop
+from layoutopt.perf_model.calibration import get_engine_profile
+from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
 from layoutopt.perf_model.costs import PhaseCosts
 from layoutopt.perf_model.load import load_at_rate, rows_at_rate
 from layoutopt.perf_model.queueing import (
@@ -30,17 +32,26 @@ from layoutopt.perf_model.queueing import (
 
 def _costs(input_tokens=(1000.0,), weights=(1.0,), output_tokens=200.0, max_batch=128, servers=1,
            prefill_s_per_token=1e-4, decode_base_s=0.02, decode_s_per_seq=1e-4, chunk=8192, kv_s=0.0) -> PhaseCosts:
-    """Synthetic instance: prefill = L x 0.1 ms, decode step = 20 ms + 0.1 ms per sequence."""
+    """Synthetic instance: prefill = L x 0.1 ms, decode step = 20 ms + 0.1 ms per sequence.
+
+    A prompt riding in decode steps adds its prefill time (W = L x 0.1 ms) at any batch; steps
+    have no fixed cost to share, so batching prompts saves nothing.
+    """
     tokens = np.asarray(input_tokens, dtype=float)
+    w = np.asarray(weights, dtype=float) / sum(weights)
     grid = np.arange(1, max_batch + 1, dtype=float)
     prefill = tokens * prefill_s_per_token
+    moments = tuple(float((tokens**k * w).sum()) for k in range(5))
     return PhaseCosts(
-        input_tokens=tokens, input_weights=np.asarray(weights, dtype=float) / sum(weights),
+        input_tokens=tokens, input_weights=w,
         input_tokens_uncached=tokens, output_tokens_mean=output_tokens, prefill_s=prefill,
         prefill_occupancy_s=prefill, kv_transfer_s=np.full_like(tokens, kv_s), batch_grid=grid,
-        decode_step_s=decode_base_s + decode_s_per_seq * grid, prefill_s_per_token=prefill_s_per_token,
-        chunk_s_per_token=prefill_s_per_token, chunk_step_s=chunk * prefill_s_per_token, chunk_tokens=chunk,
-        max_batch_size=max_batch, prefill_servers=servers, prefill_bottleneck="compute", decode_bottleneck="memory")
+        decode_step_s=decode_base_s + decode_s_per_seq * grid, chunk_s_per_token=prefill_s_per_token,
+        chunk_tokens=chunk, max_batch_size=max_batch, prefill_servers=servers, prefill_bottleneck="compute",
+        decode_bottleneck="memory", prompts_per_step=max(1.0, chunk // float((tokens * w).sum())),
+        inverse_decode_steps_mean=1.0 / (output_tokens - 1.0), prompt_batches=np.array([1.0, float(max_batch)]),
+        prompt_extra_s=np.vstack([prefill, prefill]), prefill_poly_s=(0.0, prefill_s_per_token, 0.0),
+        input_moments=moments)
 
 
 # ------------------------------------------------------------------ seeds/002 worked examples
@@ -107,19 +118,41 @@ def test_wait_plus_service_matches_monte_carlo():
 
 
 def test_decode_littles_law_hand_calc():
-    # tau(n) = 0.02 + 1e-4 n; lambda = n / ((O - 1) tau). At n = 50: tau 0.025 s, lambda = 50 / (199 x 0.025).
+    # A request sees itself plus n others: tau(n) = d(n + 1) = 0.02 + 1e-4 (n + 1);
+    # lambda = n / ((O - 1) tau). At n = 50: tau 0.0251 s, lambda = 50 / (199 x 0.0251).
     costs = _costs()
-    rate = 50 / (199 * 0.025)
+    rate = 50 / (199 * 0.0251)
     point = load_at_rate(costs, "decode", rate)
     assert point.decode_batch == pytest.approx(50, rel=1e-3)
-    assert point.tpot_ms.mean == pytest.approx(25.0, rel=1e-3)
+    assert point.tpot_ms.mean == pytest.approx(25.1, rel=1e-3)
 
 
-def test_prefill_instance_md1_hand_calc():
-    # One prompt of 1000 tokens = 0.1 s, Poisson 5 req/s: M/D/1 mean wait 0.05 s -> TTFT 150 ms.
+def test_prefill_light_load_is_md1_hand_calc():
+    # One prompt of 1000 tokens = 0.1 s, Poisson 0.5 req/s: M/D/1 mean wait 0.5 x 0.01 / (2 x 0.95)
+    # = 2.6 ms; the prompts that arrive during that wait ride in the same step (0.5 x 2.6 ms x
+    # 0.1 s = 0.13 ms): TTFT ~ 102.8 ms.
+    point = load_at_rate(_costs(), "prefill", 0.5)
+    assert point.ttft_ms.mean == pytest.approx(102.8, rel=0.01)
+    assert point.prefill_utilization_fraction == pytest.approx(0.05)
+
+
+def test_prefill_batch_service_matches_simulated_batches():
+    # Same instance at 5 req/s in the simulator's "take every waiting prompt" discipline: a steps'
+    # prompts finish together, so TTFT is above M/D/1's 150 ms; the simulator measures ~168 ms.
     point = load_at_rate(_costs(), "prefill", 5.0)
-    assert point.ttft_ms.mean == pytest.approx(150.0, rel=1e-6)
-    assert point.prefill_utilization_fraction == pytest.approx(0.5)
+    assert 150.0 < point.ttft_ms.mean < 168.0 * 1.15
+    assert point.prefill_utilization_fraction == pytest.approx(0.5, rel=0.05)
+
+
+def test_prefill_batching_spreads_a_fixed_step_cost():
+    # A step costing 50 ms fixed + 50 ms per prompt (MoE-like expert reads): at load, steps hold
+    # several prompts and the server is busy less than one full prompt step per prompt.
+    base = _costs()
+    costs = dataclasses.replace(base, prefill_step_fixed_s=0.05, prefill_poly_s=(0.05, 5e-5, 0.0),
+                                prefill_occupancy_s=np.array([0.05 + 0.05 / 8]))
+    light, heavy = (load_at_rate(costs, "prefill", r) for r in (0.5, 12.0))
+    assert light.prefill_utilization_fraction == pytest.approx(0.05, rel=0.05)  # one prompt per step
+    assert heavy.stable and heavy.prefill_utilization_fraction < 12.0 * 0.1 * 0.8
 
 
 def test_colocated_chunked_prefill_raises_tpot():
@@ -164,8 +197,8 @@ def test_closed_loop_is_consistent_with_littles_law():
 def test_closed_loop_cohorts_add_prefill_of_prompts_ahead():
     costs = _costs()
     alone = colocated_closed_loop(costs, 8)
-    profile = LoadProfile(closed_loop_cohort_fraction=1.0, closed_loop_cohort_exponent=1.0, request_overhead_ms=0.0,
-                          source="test")
+    profile = get_engine_profile("vllm").model_copy(update=dict(
+        closed_loop_cohort_fraction=1.0, closed_loop_cohort_exponent=1.0, request_overhead_ms=0.0))
     cohort = colocated_closed_loop(costs, 8, profile)
     # 7 prompts of 1000 tokens at 0.1 ms/token ahead: about 0.7 s more TTFT (cycle lengthens too).
     assert cohort.ttft_ms.mean - alone.ttft_ms.mean == pytest.approx(700, rel=0.1)

@@ -4,7 +4,9 @@ Two kinds live here:
 
 - ``EngineProfile``: what differs between serving engines (vLLM, SGLang, TensorRT-LLM), loaded
   from ``data/engine_profiles.yaml`` and meant to be refit against
-  ``reference/measurements/h100_sxm.csv`` (globally per engine, never per model).
+  ``reference/measurements/h100_sxm.csv`` (globally per engine, never per model): the per-step
+  physics (efficiencies, overheads) and the load layer's scheduling constants (closed-loop
+  cohorts, per-request overhead) alike, each profile with one provenance line.
 - Module constants: facts of links, collectives and runtimes that do not depend on the engine.
 
 Source keys in brackets resolve in ``reference/hardware_and_models.md``; ``[estimate]`` marks an
@@ -42,9 +44,14 @@ class EngineProfile(BaseModel):
     allreduce_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")
     alltoall_latency_us: float = Field(ge=0, description="fixed cost of one EP dispatch or combine")
     moe_imbalance: float = Field(ge=1, description="hot-expert max/mean load per expert-parallel rank")
-    max_num_batched_tokens: int = Field(gt=0, description="tokens per step activation memory is sized for")
+    max_num_batched_tokens: int = Field(gt=0, description="token budget of one scheduler step (chunked prefill); "
+                                                         "activation memory is sized for it")
     runtime_reserve_gib: float = Field(ge=0, description="CUDA context, graphs, allocator slack per GPU")
     nccl_buffer_gib: float = Field(ge=0, description="communicator buffers per GPU of a multi-GPU instance")
+    closed_loop_cohort_fraction: float = Field(ge=0, description="f in prompts ahead = f (N - 1)^alpha")
+    closed_loop_cohort_exponent: float = Field(ge=0, le=1, description="alpha: 0 constant cohort, 1 whole rounds")
+    request_overhead_ms: float = Field(ge=0, description="per request, off the GPU: API server, tokenizer, "
+                                                         "first-token detokenization and streaming")
     source: str = Field(description="provenance of the numbers")
 
 

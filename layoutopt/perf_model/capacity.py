@@ -53,7 +53,8 @@ class InstancePerf(BaseModel):
     gpu: str
     layout: Layout
     engine: str
-    max_batch_size: int = Field(ge=0, description="decode sequences per instance (memory- and SLO-limited)")
+    max_batch_size: int = Field(ge=0, description="sequences per instance: decoding (memory- and SLO-limited), or "
+                                               "prompts per prefill step (prefill role)")
     capacity_rps: float = Field(ge=0, description="requests/s one instance sustains at the SLO, x headroom")
     ttft_ms: Percentiles = Field(description="at capacity_rps; decode role: first decode step only")
     tpot_ms: Percentiles = Field(description="at capacity_rps; prefill role: 0")
@@ -174,8 +175,11 @@ def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role
     capacity = float(rows.rate_rps[k]) * headroom
     at_capacity = _evaluate(costs, role, _at_rate(coarse, role, capacity), quantiles)
     binding = _binding(rows, k, costs, role, ttft_t, tpot_t)
-    batch_limit = costs.max_batch_size if role != "prefill" else 0
-    if role != "prefill":
+    if role == "prefill":
+        # Prompts one step holds at the mean length (the engine's --max-num-seqs for this pool):
+        # fewer would serialize prefills the model batches.
+        batch_limit = max(1, int(math.ceil(costs.chunk_tokens / max(costs.mean_input_tokens, 1.0))))
+    else:
         batch_limit = max(1, min(costs.max_batch_size, int(math.ceil(float(rows.batch[k])))))
     tpot = (Percentiles(p50=0.0, p90=0.0, p99=0.0) if role == "prefill"
             else _percentiles(at_capacity.tpot_q_s[0], quantiles))

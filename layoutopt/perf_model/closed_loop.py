@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from layoutopt.perf_model.costs import LoadProfile, PhaseCosts
+from layoutopt.perf_model.calibration import EngineProfile
+from layoutopt.perf_model.costs import PhaseCosts
 from layoutopt.perf_model.load import (
     LatencyStats,
     LoadPoint,
@@ -38,7 +39,7 @@ CLOSED_LOOP_ARRIVAL_SCV = 0.0
 BENCHMARK_ROUNDS = 10.0
 
 
-def prompts_ahead(concurrency: float, profile: LoadProfile | None) -> float:
+def prompts_ahead(concurrency: float, profile: EngineProfile | None) -> float:
     """Prompts of the same closed-loop cohort prefilled before a new prompt's first token.
 
     Fixed-length closed-loop clients fall into lockstep (requests that start together finish and
@@ -74,12 +75,12 @@ def _first_round_s(prompts: float, mean_occupancy_s: float, fixed_s: float) -> f
     return fixed_s + 0.5 * max(prompts - 1.0, 0.0) * mean_occupancy_s
 
 
-def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: LoadProfile | None = None) -> LoadPoint:
+def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
     """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`."""
     steps = max(costs.output_tokens_mean - 1.0, 0.0)
     held = min(concurrency, float(costs.max_batch_size))
     cohort_s = prompts_ahead(held, profile) * costs.mean_input_tokens * costs.chunk_s_per_token
-    grid = colocated_rows(costs, None, CLOSED_LOOP_ARRIVAL_SCV)
+    grid = colocated_rows(costs, None, CLOSED_LOOP_ARRIVAL_SCV, population=held)
     population = grid.rate_rps * (grid.ttft_mean_s + cohort_s + steps * grid.tpot_mean_s)
     found = _crossing(population, held, grid.stable)
     if found is None:  # saturated before holding them all: run at the last stable load
@@ -89,7 +90,7 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: LoadPr
         k, frac = found
         batch = float(np.exp(np.log(grid.batch[k]) + frac * (np.log(grid.batch[k + 1]) - np.log(grid.batch[k])))
                       if frac > 0 else grid.batch[k])
-    row = colocated_rows(costs, np.array([batch]), CLOSED_LOOP_ARRIVAL_SCV)
+    row = colocated_rows(costs, np.array([batch]), CLOSED_LOOP_ARRIVAL_SCV, population=held)
     row = _with_ttft_added(row, cohort_s)
     return _finish(costs, row, concurrency, held if found is not None else None, steps, "colocated",
                    _first_round_s(held, costs.mean_input_tokens * costs.chunk_s_per_token,
@@ -137,7 +138,7 @@ def disaggregated_closed_loop(prefill: PhaseCosts, num_prefill: int, decode: Pha
     """
     steps = max(decode.output_tokens_mean - 1.0, 0.0)
     held = min(concurrency, float(decode.max_batch_size * num_decode))
-    decode_grid = decode_rows(decode)
+    decode_grid = decode_rows(decode, population=held / num_decode)
     decode_rates = np.maximum.accumulate(decode_grid.rate_rps)
     mean_occ = float((prefill.prefill_occupancy_s * prefill.input_weights).sum())
     top = min(0.999 * num_prefill / mean_occ, float(decode_rates[-1]) * num_decode)
@@ -147,7 +148,7 @@ def disaggregated_closed_loop(prefill: PhaseCosts, num_prefill: int, decode: Pha
     def evaluate(system_rates: np.ndarray) -> tuple[Rows, Rows, np.ndarray]:
         p = prefill_rows(prefill, system_rates / num_prefill, CLOSED_LOOP_ARRIVAL_SCV)
         batch = np.interp(system_rates / num_decode, decode_rates, decode_grid.batch)
-        d = decode_rows(decode, batch)
+        d = decode_rows(decode, batch, population=held / num_decode)
         cycle = p.ttft_mean_s + d.ttft_mean_s + steps * d.tpot_mean_s
         return p, d, cycle
 

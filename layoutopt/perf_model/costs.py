@@ -4,27 +4,31 @@ The load layer (``load.py``) evaluates an instance at many request rates; callin
 each would be slow, so :func:`phase_costs` tabulates, in seconds:
 
 - prefill time of each representative prompt length (a quantile grid of the workload's input
-  distribution) alone, and the occupancy it costs a prefill server when prompts are batched up to
-  the engine's token budget;
-- decode step time over a grid of batch sizes at the mean decode context (one vectorized call);
-- the marginal cost of a prompt token inside a mixed (chunked-prefill) step;
+  distribution) alone; the fixed cost of a prefill step that batching spreads over the prompts of
+  a step, and the occupancy a prompt costs a prefill server when steps are full;
+- decode step time over a grid of batch sizes at the mean decode context, and its spread over the
+  contexts of a batch (one vectorized call);
+- colocated: the time a prompt's chunks add to the decode steps they ride in, at a few decode
+  batch sizes (the prompt's own mixed steps minus the decode steps they replace);
 - KV-transfer time of each prompt length over the link to the decode pool (prefill role);
-- the memory-limited decode batch.
+- the memory-limited decode batch, with each sequence holding KV for its prompt and whole output.
+
+Tables are cached per (candidate, workload, engine): the optimizer asks for the same candidate
+under several SLOs and headrooms.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import calibration, kv_transfer, memory, step
+from layoutopt.perf_model.calibration import EngineLike, EngineProfile
 from layoutopt.perf_model.layout import Layout, Role
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.workload import Workload
@@ -33,33 +37,16 @@ from layoutopt.workloads.workload import Workload
 _BIN_EDGES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 1.0)
 # Prefill evaluations per candidate; lengths between them follow the quadratic through them.
 _PREFILL_ANCHORS = 3
-_DECODE_GRID_POINTS = 28
-# Decode batch at which the marginal cost of prompt tokens in a mixed step is measured.
-_REFERENCE_DECODE_BATCH = 16
+_DECODE_GRID_POINTS = 20
+# Colocated: decode batches and prompt lengths at which a prompt's mixed steps are evaluated; other
+# values interpolate linearly (lengths: piecewise, to follow the roofline's kink on MoE models).
+_MIXED_BATCH_ANCHORS = 4
+_MIXED_LENGTH_ANCHORS = 5
 
 
-class LoadProfile(BaseModel):
-    """Scheduling constants of one engine for the load layer (``data/load_profiles.yaml``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    closed_loop_cohort_fraction: float = Field(ge=0, description="f in prompts ahead = f (N - 1)^alpha")
-    closed_loop_cohort_exponent: float = Field(ge=0, le=1, description="alpha: 0 constant, 1 whole rounds")
-    request_overhead_ms: float = Field(ge=0, description="per request, off the GPU: API server, tokenizer, "
-                                                         "first-token detokenization and streaming")
-    source: str
-
-
-@lru_cache(maxsize=1)
-def _load_profiles() -> dict[str, LoadProfile]:
-    text = resources.files("layoutopt.perf_model").joinpath("data/load_profiles.yaml").read_text()
-    return {name: LoadProfile(**fields) for name, fields in yaml.safe_load(text).items()}
-
-
-def get_load_profile(engine: str) -> LoadProfile:
-    """The load profile of ``engine``; a fit's trial name 'vllm~fit3' resolves to its base engine."""
-    profiles = _load_profiles()
-    return profiles.get(engine) or profiles.get(engine.split("~")[0].lower()) or profiles["vllm"]
+def get_load_profile(engine: EngineLike) -> EngineProfile:
+    """The engine's profile (its load-layer constants live in the same calibration file)."""
+    return calibration.resolve_engine(engine)
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,20 +57,40 @@ class PhaseCosts:
     input_weights: np.ndarray         # their probabilities (sum 1)
     input_tokens_uncached: np.ndarray  # tokens prefill computes (prefix-cache hits removed)
     output_tokens_mean: float
-    prefill_s: np.ndarray             # one prompt alone
-    prefill_occupancy_s: np.ndarray   # server time per prompt when batched, pipelining included
+    prefill_s: np.ndarray             # one prompt alone in a step
+    prefill_occupancy_s: np.ndarray   # server time per prompt when steps are full, pipelining included
     kv_transfer_s: np.ndarray         # to the decode instance (0 unless role is prefill)
     batch_grid: np.ndarray            # decode batch sizes tabulated
     decode_step_s: np.ndarray         # decode step time per batch size
-    prefill_s_per_token: float        # marginal cost of a prompt token in a mixed step (one prompt)
-    chunk_s_per_token: float          # same with a full chunk in the step
-    chunk_step_s: float               # a step carrying a full chunk
-    chunk_tokens: int                 # prompt-token budget per step, instance total
-    max_batch_size: int               # memory-limited decode sequences per instance
-    prefill_servers: int              # prompts prefilled in parallel (attention-DP ranks)
+    chunk_s_per_token: float          # marginal cost of a prompt token in a full mixed chunk (closed loop)
+    chunk_tokens: int                 # token budget per step, instance total
+    max_batch_size: int               # memory-limited sequences per instance
+    prefill_servers: int              # prompts prefilled in parallel (attention-DP ranks x instances)
     prefill_bottleneck: str
     decode_bottleneck: str
     request_overhead_s: float = 0.0   # added to TTFT, occupies no GPU (API server, tokenizer)
+    # Prefill batching: a step of k prompts costs prefill_step_fixed_s once plus each prompt's own
+    # work (prefill_s - prefill_step_fixed_s); a step takes at most prompts_per_step prompts.
+    prefill_step_fixed_s: float = 0.0
+    prompts_per_step: float = 1.0
+    pipeline_depth: int = 1           # prefill steps overlap pp-fold (a stage frees after 1/pp)
+    # Output lengths: E[1 / (O - 1)] over requests (how much one prompt riding in a request's
+    # steps moves its TPOT) and the decode-step spread per sequence (s, one standard deviation of
+    # one sequence's contribution to a step, context spread included).
+    inverse_decode_steps_mean: float = 0.0
+    decode_seq_spread_s: np.ndarray | None = None
+    # Colocated: seconds a prompt's chunks add to the decode steps they ride in, one row per
+    # decode batch in prompt_batches, one column per input length.
+    prompt_batches: np.ndarray | None = None
+    prompt_extra_s: np.ndarray | None = None
+    # Tail of the prompt-length distribution, which the quantile bins truncate: prefill time as
+    # a quadratic in the uncached length (c0, c1, c2 seconds) and E[L^0..4] of that length on a
+    # fine quantile grid, for the second moment of prefill occupancy that queueing waits depend on.
+    prefill_poly_s: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    input_moments: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0)
+    # Squared coefficient of variation of the KV a sequence holds (prompt + whole output, weighted
+    # by its time in the batch) when KV memory, not --max-num-seqs, limits the batch; 0 otherwise.
+    reservation_scv: float = 0.0
 
     @property
     def mean_input_tokens(self) -> float:
@@ -99,6 +106,38 @@ class PhaseCosts:
             slope = (values[-1] - values[-2]) / max(grid[-1] - grid[-2], 1e-9)
             inside = np.where(batch > grid[-1], values[-1] + slope * (batch - grid[-1]), inside)
         return inside
+
+    def decode_spread_at(self, batch) -> np.ndarray:
+        """Standard deviation (s) of the decode step time over batches of mean size ``batch``:
+        Poisson(n) sequences with spread contexts, sqrt(n E[(per-sequence time)^2])."""
+        batch = np.asarray(batch, dtype=float)
+        if self.decode_seq_spread_s is None:
+            slope = np.gradient(self.decode_step_s, self.batch_grid) if len(self.batch_grid) > 1 else 0.0
+            per_seq = np.interp(batch, self.batch_grid, slope) if len(self.batch_grid) > 1 else 0.0 * batch
+        else:
+            per_seq = np.interp(batch, self.batch_grid, self.decode_seq_spread_s)
+        return np.sqrt(np.maximum(batch, 0.0)) * per_seq
+
+    def prefill_moments(self, shift_s) -> tuple[np.ndarray, np.ndarray]:
+        """(E[S], E[S^2]) of S = prefill time alone + ``shift_s`` (s, array) over the fine length grid."""
+        c0, c1, c2 = self.prefill_poly_s
+        m0, m1, m2, m3, m4 = self.input_moments
+        a = c0 + np.asarray(shift_s, dtype=float)
+        mean = a * m0 + c1 * m1 + c2 * m2
+        second = a * a * m0 + 2 * a * c1 * m1 + (c1 * c1 + 2 * a * c2) * m2 + 2 * c1 * c2 * m3 + c2 * c2 * m4
+        return mean, second
+
+    def prompt_extra_at(self, batch) -> np.ndarray:
+        """Seconds each input length's chunks add to the steps they ride in, shape (batches, lengths)."""
+        batch = np.atleast_1d(np.asarray(batch, dtype=float))
+        anchors, table = self.prompt_batches, self.prompt_extra_s
+        if anchors is None or table is None:
+            return np.zeros((len(batch), len(self.input_tokens)))
+        if len(anchors) == 1:
+            return np.repeat(table[:1], len(batch), axis=0)
+        i = np.clip(np.searchsorted(anchors, batch) - 1, 0, len(anchors) - 2)
+        w = np.clip((batch - anchors[i]) / (anchors[i + 1] - anchors[i]), 0.0, 1.0)[:, None]
+        return np.maximum(table[i] * (1.0 - w) + table[i + 1] * w, 0.0)
 
 
 def length_grid(dist) -> tuple[np.ndarray, np.ndarray]:
@@ -122,99 +161,206 @@ def _length_grid_cached(kind: type, dumped: str) -> tuple[np.ndarray, np.ndarray
     return np.maximum(unique * scale, 1.0), merged / merged.sum()
 
 
+_FINE_QUANTILES = 2000
+
+
+@lru_cache(maxsize=256)
+def _fine_moments(dist) -> tuple[float, ...]:
+    """E[L^0..4] of a length distribution on a fine quantile grid (the tail that bins truncate)."""
+    q = (np.arange(_FINE_QUANTILES) + 0.5) / _FINE_QUANTILES
+    tokens = np.array([max(dist.quantile_tokens(float(x)), 1.0) for x in q])
+    tokens *= dist.mean_tokens / tokens.mean()
+    return tuple(float((tokens**k).mean()) for k in range(5))
+
+
+def _anchored_poly(lengths: np.ndarray, evaluate, anchors: int = _PREFILL_ANCHORS) -> np.ndarray:
+    """Coefficients (highest power first) of the quadratic through ``evaluate`` at ``anchors`` lengths
+    (shortest, middle, longest): exact for a + b L + c L^2 (linear GEMMs and transfers, quadratic
+    attention)."""
+    last = len(lengths) - 1
+    picks = sorted({0, last // 2, last}) if anchors >= 3 else sorted({0, last})
+    x = [float(lengths[i]) for i in picks]
+    y = [evaluate(v) for v in x]
+    if len(x) == 1:
+        return np.array([0.0, 0.0, y[0]])
+    if len(x) == 2:
+        slope = (y[1] - y[0]) / (x[1] - x[0])
+        return np.array([0.0, slope, y[0] - slope * x[0]])
+    # The quadratic through three points (divided differences), without a least-squares solve.
+    d01 = (y[1] - y[0]) / (x[1] - x[0])
+    d12 = (y[2] - y[1]) / (x[2] - x[1])
+    c2 = (d12 - d01) / (x[2] - x[0])
+    c1 = d01 - c2 * (x[0] + x[1])
+    return np.array([c2, c1, y[0] - c1 * x[0] - c2 * x[0] ** 2])
+
+
 def _anchored(lengths: np.ndarray, evaluate, anchors: int = _PREFILL_ANCHORS) -> np.ndarray:
-    """``evaluate(L)`` at ``anchors`` lengths (shortest, middle, longest), the rest by the quadratic
-    through them: exact for a + b L + c L^2 (linear GEMMs and transfers, quadratic attention)."""
-    if len(lengths) <= anchors:
-        return np.array([evaluate(float(x)) for x in lengths])
-    picks = np.unique(np.linspace(0, len(lengths) - 1, anchors).round().astype(int))
-    x = lengths[picks]
-    y = np.array([evaluate(float(v)) for v in x])
-    return np.polyval(np.polyfit(x, y, min(2, len(x) - 1)), lengths)
+    """``evaluate(L)`` at every length from the quadratic through ``anchors`` of them."""
+    return np.polyval(_anchored_poly(lengths, evaluate, anchors), lengths)
+
+
+def output_moments(workload: Workload) -> tuple[float, float, float]:
+    """(E[O], E[O^2] / E[O], E[1 / max(O - 1, 1)]) of the output length, from its quantile grid."""
+    tokens, weights = length_grid(workload.output_tokens)
+    mean = float((tokens * weights).sum())
+    return mean, float((tokens**2 * weights).sum()) / mean, float((weights / np.maximum(tokens - 1.0, 1.0)).sum())
+
+
+def reservation_scv(workload: Workload) -> float:
+    """scv of R = prompt + output tokens over sequences in the batch (each weighted by its output)."""
+    p, pw = length_grid(workload.input_tokens)
+    o, ow = length_grid(workload.output_tokens)
+    p1, p2 = float((p * pw).sum()), float((p**2 * pw).sum())
+    o1, o2, o3 = (float((o**k * ow).sum()) for k in (1, 2, 3))
+    mean = p1 + o2 / o1
+    second = p2 + 2.0 * p1 * o2 / o1 + o3 / o1
+    return max(second / mean**2 - 1.0, 0.0)
 
 
 def phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
-                engine: str = "vllm", kv_link: Link | None = None,
+                engine: EngineLike = "vllm", kv_link: Link | None = None,
                 max_batch_size: int | None = None, allow_cross_domain: bool = False) -> PhaseCosts:
     """Tabulate the step times ``role`` needs; raises LayoutError when the layout does not fit.
 
     ``max_batch_size`` caps the decode batch (an engine's --max-num-seqs); the memory limit
-    applies either way.
+    applies either way. Results are cached (the tables are read-only).
     """
-    profile = calibration.get_engine_profile(engine)
+    return _phase_costs(model, gpu, layout, role, workload, engine, kv_link, max_batch_size, allow_cross_domain)
+
+
+@lru_cache(maxsize=4096)
+def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
+                 engine: EngineLike, kv_link: Link | None, max_batch_size: int | None,
+                 allow_cross_domain: bool) -> PhaseCosts:
+    profile = calibration.resolve_engine(engine)
     memory.check_layout(model, gpu, layout, allow_cross_domain=allow_cross_domain)
     tokens, weights = length_grid(workload.input_tokens)
     hit = workload.prefix_cache_hit_fraction
     uncached = np.maximum(tokens * (1.0 - hit), 1.0)
     mean_input = float((tokens * weights).sum())
-    mean_output = float(workload.mean_output_tokens)
+    mean_uncached = float((uncached * weights).sum())
+    mean_output, output_reserve, inverse_steps = output_moments(workload)
     servers = layout.dp_size
     chunk = profile.max_num_batched_tokens * servers
 
-    full_context = mean_input + (mean_output if role != "prefill" else 1.0)
-    breakdown = memory.memory_breakdown(model, gpu, layout, context_tokens=int(round(full_context)), engine=engine)
+    # KV held per sequence: the prompt and the whole output (nothing is preempted), averaged over
+    # the time sequences spend in the batch, which is proportional to their output length:
+    # E[I] + E[O^2] / E[O] (long outputs hold their KV longest).
+    full_context = mean_input + (output_reserve if role != "prefill" else 1.0)
+    breakdown = memory.memory_breakdown(model, gpu, layout, context_tokens=full_context, engine=profile)
     if breakdown.max_batch_size < 1:
-        memory.check_fits(model, gpu, layout, context_tokens=int(round(full_context)), engine=engine)
+        memory.check_fits(model, gpu, layout, context_tokens=int(round(full_context)), engine=profile)
     batch_cap = breakdown.max_batch_size if max_batch_size is None else min(breakdown.max_batch_size, max_batch_size)
     batch_cap = max(int(batch_cap), 1)
+    kv_bound = max_batch_size is None or breakdown.max_batch_size < max_batch_size
 
     def prefill_one(length: float) -> float:
         cached = int(round(length * hit))
         return step.prefill_time(model, gpu, layout, int(round(length)), batch_size=1, cached_tokens=cached,
-                                 engine=engine).total_s
+                                 engine=profile).total_s
 
-    def prefill_batched(length: float) -> float:
-        per_batch = max(1, int(chunk // max(length, 1.0)))
-        cached = int(round(length * hit))
-        batch_s = step.prefill_time(model, gpu, layout, int(round(length)), batch_size=per_batch,
-                                    cached_tokens=cached, engine=engine).total_s
-        return batch_s / per_batch
-
-    # Each role tabulates only what its load model reads: a decode instance never prefills, only
-    # a prefill instance batches whole prompts and ships KV, only a colocated one mixes steps.
     zeros = np.zeros_like(tokens)
-    prefill_s = _anchored(tokens, prefill_one) if role != "decode" else zeros
-    occupancy = zeros
+    prefill_s, poly = zeros, np.zeros(3)
+    if role != "decode":
+        poly = _anchored_poly(tokens, prefill_one)
+        prefill_s = np.polyval(poly, tokens)
+    occupancy, fixed_s, per_step = zeros, 0.0, 1.0
     if role == "prefill":
-        occupancy = np.minimum(_anchored(tokens, prefill_batched), prefill_s) / layout.pp_size
+        # A step of k prompts of the mean length costs T(k) = T0 + k t; T0 (per-step overhead,
+        # weight and expert reads) is what batching spreads over the step's prompts.
+        per_step = max(1.0, math.floor(chunk / max(mean_uncached, 1.0)))
+        if per_step >= 2:
+            length = int(round(mean_input))
+            cached = int(round(mean_input * hit))
+            one = step.prefill_time(model, gpu, layout, length, 1, cached, engine=profile).total_s
+            full = step.prefill_time(model, gpu, layout, length, int(per_step), cached, engine=profile).total_s
+            fixed_s = min(max((per_step * one - full) / (per_step - 1.0), 0.0), one)
+        full_batch = np.maximum(np.minimum(chunk / np.maximum(uncached, 1.0), per_step), 1.0)
+        occupancy = (prefill_s - fixed_s * (1.0 - 1.0 / full_batch)) / layout.pp_size
     kv_s = zeros
     if role == "prefill" and kv_link is not None:
         kv_s = _anchored(tokens, lambda length: kv_transfer.kv_transfer_time_s(
             model, layout.kv_precision, int(round(length)), kv_link), anchors=2)
 
-    decode_context = mean_input + mean_output / 2.0
+    # Mean context of a decoding sequence, weighting each by its time in the batch (its output
+    # length): E[I] + E[O^2] / (2 E[O]).
+    decode_context = mean_input + output_reserve / 2.0
     grid = np.unique(np.round(np.geomspace(1, batch_cap, _DECODE_GRID_POINTS))).astype(np.int64)
-    decode_s = np.asarray(step.decode_step_time_array(
-        model, gpu, layout, grid, np.full(len(grid), decode_context), engine), dtype=float)
+    decode_s = np.zeros(len(grid))
+    spread_s = None
+    if role != "prefill":
+        # Two context columns: the step at the mean context and at twice it give the per-sequence
+        # cost of context, hence the spread of a batch whose contexts vary.
+        table = np.asarray(step.decode_step_time_array(
+            model, gpu, layout, grid[:, None].astype(float), np.array([[decode_context, 2.0 * decode_context]]),
+            profile), dtype=float)
+        decode_s = table[:, 0]
+        per_context_token = (table[:, 1] - table[:, 0]) / (grid * decode_context)
+        per_seq = np.gradient(decode_s, grid.astype(float)) if len(grid) > 1 else decode_s.copy()
+        input_var = float(((tokens - mean_input) ** 2 * weights).sum())
+        context_var = input_var + output_reserve**2 / 12.0
+        spread_s = np.sqrt(per_seq**2 + per_context_token**2 * context_var)
 
-    reference = int(min(batch_cap, _REFERENCE_DECODE_BATCH))
-    reference_s = float(np.interp(reference, grid, decode_s))
-    mean_uncached = float((uncached * weights).sum())
-
-    def marginal(prompt_tokens: int) -> tuple[float, float]:
-        mixed = step.mixed_step_time(model, gpu, layout, prefill_tokens=prompt_tokens,
-                                     prefill_context_tokens=int(round(mean_input * hit)), decode_batch=reference,
-                                     decode_context_tokens=int(round(decode_context)), engine=engine).total_s
-        return max(mixed - reference_s, 0.0) / prompt_tokens, mixed
-
-    per_token_one = per_token_full = chunk_step = 0.0
+    chunk_per_token = 0.0
+    batches = extra = None
     if role == "colocated":
-        per_token_one, _ = marginal(int(max(min(mean_uncached, chunk - reference), 1)))
-        per_token_full, chunk_step = marginal(int(max(chunk - reference, 1)))
+        batches, extra = _prompt_extra(model, gpu, layout, profile, tokens, hit, chunk, grid, decode_s,
+                                       decode_context)
+        reference = int(min(batch_cap, 16))
+        full = step.mixed_step_time(model, gpu, layout, prefill_tokens=max(chunk - reference, 1),
+                                    prefill_context_tokens=int(round(mean_input * hit)), decode_batch=reference,
+                                    decode_context_tokens=decode_context, engine=profile).total_s
+        chunk_per_token = max(full - float(np.interp(reference, grid, decode_s)), 0.0) / max(chunk - reference, 1)
 
     middle = min(len(tokens) - 1, int(np.searchsorted(np.cumsum(weights), 0.5)))
     prefill_bottleneck = decode_bottleneck = "memory"
     if role != "decode":
         prefill_bottleneck = step.prefill_time(model, gpu, layout, int(round(tokens[middle])),
-                                               engine=engine).bottleneck
+                                               engine=profile).bottleneck
     if role != "prefill":
         decode_bottleneck = step.decode_step_time(model, gpu, layout, max(batch_cap // 2, 1),
-                                                  int(round(decode_context)), engine=engine).bottleneck
+                                                  decode_context, engine=profile).bottleneck
     return PhaseCosts(
         input_tokens=tokens, input_weights=weights, input_tokens_uncached=uncached, output_tokens_mean=mean_output,
         prefill_s=prefill_s, prefill_occupancy_s=occupancy, kv_transfer_s=kv_s, batch_grid=grid.astype(float),
-        decode_step_s=decode_s, prefill_s_per_token=per_token_one, chunk_s_per_token=per_token_full,
-        chunk_step_s=chunk_step, chunk_tokens=int(chunk), max_batch_size=batch_cap, prefill_servers=servers,
-        prefill_bottleneck=prefill_bottleneck, decode_bottleneck=decode_bottleneck,
-        request_overhead_s=get_load_profile(engine).request_overhead_ms * 1e-3 if role != "decode" else 0.0,
+        decode_step_s=decode_s, chunk_s_per_token=chunk_per_token, chunk_tokens=int(chunk),
+        max_batch_size=batch_cap, prefill_servers=servers, prefill_bottleneck=prefill_bottleneck,
+        decode_bottleneck=decode_bottleneck,
+        request_overhead_s=profile.request_overhead_ms * 1e-3 if role != "decode" else 0.0,
+        prefill_step_fixed_s=fixed_s, prompts_per_step=per_step,
+        pipeline_depth=layout.pp_size if role == "prefill" else 1, inverse_decode_steps_mean=inverse_steps,
+        decode_seq_spread_s=spread_s, prompt_batches=batches, prompt_extra_s=extra,
+        prefill_poly_s=(float(poly[2]), float(poly[1]) / (1.0 - hit), float(poly[0]) / (1.0 - hit) ** 2)
+        if hit < 1.0 else (float(poly.sum()), 0.0, 0.0),
+        reservation_scv=reservation_scv(workload) if kv_bound and role != "prefill" else 0.0,
+        input_moments=tuple(m * (1.0 - hit) ** k for k, m in enumerate(_fine_moments(workload.input_tokens))),
     )
+
+
+def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, tokens: np.ndarray,
+                  hit: float, chunk: int, grid: np.ndarray, decode_s: np.ndarray,
+                  decode_context: float) -> tuple[np.ndarray, np.ndarray]:
+    """(decode batches, seconds each prompt length adds to the steps its chunks ride in).
+
+    A prompt of L tokens at decode batch n is cut into ceil(L / (C - n)) chunks. Its whole work
+    (GEMM rows, causal attention over its own prefix) is the mixed step with all L tokens; each
+    further chunk's step reads the weights again but replaces a decode-only step, which read them
+    too, so it adds only the GEMM rows of the decode tokens and the per-step overhead, small next
+    to the chunk's own compute. What a prompt adds is therefore mixed(L, n) - d(n), the quantity
+    tabulated here; lengths between anchors interpolate piecewise linearly.
+    """
+    batches = np.unique(np.round(np.geomspace(1, grid[-1], _MIXED_BATCH_ANCHORS))).astype(np.int64)
+    picks = np.unique(np.linspace(0, len(tokens) - 1, min(_MIXED_LENGTH_ANCHORS, len(tokens))).round().astype(int))
+    lengths = tokens[picks]
+    extra = np.zeros((len(batches), len(tokens)))
+    for row, n in enumerate(batches):
+        base = float(np.interp(n, grid, decode_s))
+        values = []
+        for length in lengths:
+            cached = int(round(length * hit))
+            mixed = step.mixed_step_time(model, gpu, layout, prefill_tokens=max(int(round(length)) - cached, 1),
+                                         prefill_context_tokens=cached, decode_batch=int(n),
+                                         decode_context_tokens=decode_context, engine=profile).total_s
+            values.append(max(mixed - base, 0.0))
+        extra[row] = np.interp(tokens, lengths, values)
+    return batches.astype(float), extra

@@ -12,6 +12,7 @@ Traffic is spread evenly over instances. Layouts that break a rule or do not fit
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Literal
 
@@ -22,9 +23,10 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
-from layoutopt.perf_model.costs import PhaseCosts, get_load_profile, phase_costs
+from layoutopt.perf_model.calibration import EngineLike, resolve_engine
+from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.perf_model.layout import Layout
-from layoutopt.perf_model.links import Link, inter_node_link
+from layoutopt.perf_model.links import Link, kv_transfer_link
 from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate
 from layoutopt.workloads.distributions import FixedLength
 from layoutopt.workloads.workload import Workload
@@ -101,7 +103,7 @@ def _workload(workload: Workload | None, isl: int | None, osl: int | None) -> Wo
 
 
 def _memory_report(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: str, context: float,
-                   engine: str) -> MemoryReport:
+                   engine: EngineLike) -> MemoryReport:
     mem = memory.memory_breakdown(model, gpu, layout, context_tokens=context, engine=engine)
     return MemoryReport(role=role, weights_gib=mem.weights_bytes / _GIB, activation_gib=mem.activation_bytes / _GIB,
                         reserve_gib=mem.reserve_bytes / _GIB, kv_capacity_gib=mem.kv_capacity_bytes / _GIB,
@@ -113,7 +115,7 @@ def _check_count(field: str, value: int) -> None:
         raise InputError(field, value, "must be a whole number >= 1")
 
 
-def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: str = "vllm", workload: Workload | None = None,
+def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "vllm", workload: Workload | None = None,
              isl: int | None = None, osl: int | None = None, layout: Layout | None = None, instances: int = 1,
              prefill_layout: Layout | None = None, prefill_instances: int = 1,
              decode_layout: Layout | None = None, decode_instances: int = 1,
@@ -122,9 +124,13 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: str = "vllm", w
     """Predict TTFT/TPOT (mean, p50, p90, p99), throughput, memory and bottlenecks; see the module doc.
 
     ``max_batch_size`` caps decode sequences per instance (the engine's --max-num-seqs); ``kv_link``
-    is the prefill->decode path (default: the GPU's NIC).
+    is the prefill->decode path (default: every GPU of the smaller instance sends its KV shard over
+    its own NIC, :func:`~layoutopt.perf_model.links.kv_transfer_link`). ``engine`` is a name or an
+    :class:`~layoutopt.perf_model.calibration.EngineProfile` (a trial profile while fitting).
     """
     model, gpu = _resolve(model, gpu)
+    profile = resolve_engine(engine)
+    engine = profile.name
     work = _workload(workload, isl, osl)
     if concurrency is not None and rate is not None:
         raise InputError("concurrency/rate", (concurrency, rate), "give one of concurrency (closed loop) or rate")
@@ -149,8 +155,8 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: str = "vllm", w
             concurrency, load = 1.0, "unloaded"
             notes.append("no concurrency or rate given: one request alone")
     context = work.mean_input_tokens + work.mean_output_tokens
-    cohort = get_load_profile(engine)
-    common = dict(model=model, gpu=gpu, engine=engine, workload=work, allow_cross_domain=allow_cross_domain)
+    cohort = profile
+    common = dict(model=model, gpu=gpu, engine=profile, workload=work, allow_cross_domain=allow_cross_domain)
     if not disaggregated:
         costs = phase_costs(layout=layout, role="colocated", max_batch_size=max_batch_size, **common)
         if load == "open":
@@ -160,17 +166,19 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: str = "vllm", w
         system, per_instance = point, point
         layouts, counts = {"colocated": layout.short_name()}, {"colocated": instances}
         gpus = instances * layout.gpus_per_instance
-        mems = [_memory_report(model, gpu, layout, "colocated", context, engine)]
+        mems = [_memory_report(model, gpu, layout, "colocated", context, profile)]
         bottleneck = {"prefill": point.bottleneck if point.bottleneck in ("queueing",) else costs.prefill_bottleneck,
                       "decode": point.bottleneck}
         throughput = point.throughput_rps * instances
         _note_capacity(notes, costs, concurrency / instances if concurrency else None)
     else:
-        link = kv_link or inter_node_link(gpu)
+        link = kv_link or kv_transfer_link(gpu, prefill_layout, decode_layout)
         pcosts = phase_costs(layout=prefill_layout, role="prefill", kv_link=link, **common)
         dcosts = phase_costs(layout=decode_layout, role="decode", max_batch_size=max_batch_size, **common)
         if load == "open":
-            p = load_at_rate(pcosts, "prefill", rate / prefill_instances)
+            # The prefill pool shares one queue (least-outstanding-work routing): G/G/c, c = instances.
+            pool = dataclasses.replace(pcosts, prefill_servers=pcosts.prefill_servers * prefill_instances)
+            p = load_at_rate(pool, "prefill", rate)
             per_instance = load_at_rate(dcosts, "decode", rate / decode_instances)
             first = per_instance.ttft_ms.mean
             ttft = LatencyStats(mean=p.ttft_ms.mean + first, p50=p.ttft_ms.p50 + first,
@@ -186,8 +194,8 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: str = "vllm", w
         layouts = {"prefill": prefill_layout.short_name(), "decode": decode_layout.short_name()}
         counts = {"prefill": prefill_instances, "decode": decode_instances}
         gpus = prefill_instances * prefill_layout.gpus_per_instance + decode_instances * decode_layout.gpus_per_instance
-        mems = [_memory_report(model, gpu, prefill_layout, "prefill", work.mean_input_tokens + 1, engine),
-                _memory_report(model, gpu, decode_layout, "decode", context, engine)]
+        mems = [_memory_report(model, gpu, prefill_layout, "prefill", work.mean_input_tokens + 1, profile),
+                _memory_report(model, gpu, decode_layout, "decode", context, profile)]
         throughput = system.throughput_rps
         _note_capacity(notes, dcosts, concurrency / decode_instances if concurrency else None)
     return _result(model, gpu, engine, work, load, concurrency, rate, layouts, counts, gpus, system, per_instance,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import math
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +22,8 @@ from layoutopt.errors import LayoutoptError
 from layoutopt.perf_model import calibration
 from layoutopt.perf_model.layout import Layout
 
-# Constants the fit may move, with bounds (the efficiencies are fractions of peak). LOAD_PARAMETERS
-# belong to the load layer's LoadProfile (cohorts, request overhead), the rest to EngineProfile.
-LOAD_PARAMETERS = ("closed_loop_cohort_fraction", "closed_loop_cohort_exponent", "request_overhead_ms")
+# Constants of EngineProfile the fit may move, with bounds (the efficiencies are fractions of peak;
+# the first three are the load layer's: closed-loop cohorts and per-request overhead).
 FIT_PARAMETERS: dict[str, tuple[float, float]] = {
     "request_overhead_ms": (0.5, 200.0),
     "closed_loop_cohort_fraction": (0.01, 20.0),
@@ -127,8 +125,9 @@ def load_cases(csv_path: str | Path) -> tuple[list[MeasuredCase], list[tuple[str
     return cases, unsupported
 
 
-def predict(case: MeasuredCase, engine: str | None = None) -> tuple[float, float]:
-    """(TTFT ms, TPOT ms) predicted for a case; ``engine`` overrides the case's (fitted profiles)."""
+def predict(case: MeasuredCase, engine: calibration.EngineLike | None = None) -> tuple[float, float]:
+    """(TTFT ms, TPOT ms) predicted for a case; ``engine`` (a name or a trial EngineProfile)
+    overrides the case's."""
     from layoutopt.perf_model.estimate import estimate
 
     result = estimate(case.model_id, "H100", engine=engine or case.engine, isl=case.isl, osl=case.osl,
@@ -139,7 +138,8 @@ def predict(case: MeasuredCase, engine: str | None = None) -> tuple[float, float
     return result.ttft_ms.mean, result.tpot_ms.mean
 
 
-def predict_all(cases: list[MeasuredCase], engine: str | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def predict_all(cases: list[MeasuredCase], engine: calibration.EngineLike | None = None
+                ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Predicted (TTFT ms, TPOT ms) arrays, NaN where a case cannot be modelled, with reasons."""
     ttft, tpot, reasons = np.full(len(cases), np.nan), np.full(len(cases), np.nan), []
     for i, case in enumerate(cases):
@@ -170,31 +170,15 @@ def error_summary(predicted: np.ndarray, measured: np.ndarray) -> dict[str, floa
 
 # ---------------------------------------------------------------------------------------------- fit
 
-_trial_counter = Counter()
-
-
-def register_trial_profile(base: str, values: dict[str, float]) -> str:
-    """Register a profile = ``base`` with ``values`` under a fresh engine name; returns the name.
-
-    The step-time functions take an engine name, so a trial profile is looked up like any other.
-    """
-    from layoutopt.perf_model import costs as closed_loop
-
+def trial_profile(base: str, values: dict[str, float]) -> calibration.EngineProfile:
+    """The profile of ``base`` with ``values`` replaced (step functions take the object directly)."""
     profile = calibration.get_engine_profile(base)
-    _trial_counter[base] += 1
-    name = f"{base}~fit{_trial_counter[base]}"
-    physics = {k: v for k, v in values.items() if k not in LOAD_PARAMETERS}
-    trial = profile.model_copy(update={**physics, "name": name})
-    calibration._load_profiles()[name] = calibration.EngineProfile.model_validate(trial.model_dump())
-    load = closed_loop.get_load_profile(base).model_dump()
-    load.update({k: v for k, v in values.items() if k in LOAD_PARAMETERS})
-    closed_loop._load_profiles()[name] = closed_loop.LoadProfile(**load)
-    return name
+    return calibration.EngineProfile.model_validate({**profile.model_dump(), **values, "name": f"{base}~fit"})
 
 
-def loss(cases: list[MeasuredCase], engine_name: str, penalty: float = 3.0) -> float:
+def loss(cases: list[MeasuredCase], engine: calibration.EngineLike, penalty: float = 3.0) -> float:
     """Mean over rows of |log(pred/meas)| for TTFT plus TPOT; unmodelled rows cost ``penalty``."""
-    ttft, tpot, _ = predict_all(cases, engine_name)
+    ttft, tpot, _ = predict_all(cases, engine)
     meas_ttft = np.array([c.ttft_ms for c in cases])
     meas_tpot = np.array([c.tpot_ms for c in cases])
     total = 0.0
@@ -248,9 +232,7 @@ def nelder_mead(function, x0: np.ndarray, step: float = 0.3, iterations: int = 6
 
 def current_values(engine: str) -> dict[str, float]:
     """The FIT_PARAMETERS of ``engine`` as currently calibrated."""
-    from layoutopt.perf_model.closed_loop import get_load_profile
-
-    values = {**calibration.get_engine_profile(engine).model_dump(), **get_load_profile(engine).model_dump()}
+    values = calibration.get_engine_profile(engine).model_dump()
     return {k: float(values[k]) for k in FIT_PARAMETERS}
 
 
@@ -260,7 +242,7 @@ def fit_engine(cases: list[MeasuredCase], engine: str, iterations: int = 60) -> 
     x0 = _to_unit({k: max(float(start[k]), FIT_PARAMETERS[k][0]) for k in FIT_PARAMETERS})
 
     def objective(x: np.ndarray) -> float:
-        return loss(cases, register_trial_profile(engine, _from_unit(x)))
+        return loss(cases, trial_profile(engine, _from_unit(x)))
 
     best, value = nelder_mead(objective, x0, iterations=iterations)
     return _from_unit(best), value

@@ -57,3 +57,17 @@ def intra_instance_link(gpu: GpuSpec, group_gpus: int) -> Link:
 def pipeline_link(gpu: GpuSpec, instance_gpus: int) -> Link:
     """The link between consecutive pipeline stages: NVLink when the whole instance is in one domain."""
     return intra_instance_link(gpu, instance_gpus)
+
+
+def kv_transfer_link(gpu: GpuSpec, prefill_layout, decode_layout, decode_gpu: GpuSpec | None = None) -> Link:
+    """The path a prompt's KV takes from a prefill to a decode instance on other nodes.
+
+    Every GPU holds its own KV shard and sends it over its own NIC (NIXL/Mooncake-style
+    transfers, one NIC per GPU on HGX nodes), so the path carries the NICs of the smaller side:
+    min over both ends of tp x pp GPUs, each at the slower NIC.
+    """
+    decode_gpu = decode_gpu or gpu
+    nic = min(inter_node_link(gpu).bandwidth_gb_per_s, inter_node_link(decode_gpu).bandwidth_gb_per_s)
+    lanes = min(prefill_layout.tp_size * prefill_layout.pp_size, decode_layout.tp_size * decode_layout.pp_size)
+    base = inter_node_link(decode_gpu)
+    return Link(kind=base.kind, bandwidth_gb_per_s=nic * lanes, latency_us=base.latency_us)

@@ -1,25 +1,28 @@
-"""Open-loop load models: latencies of one instance at a Poisson request rate, vectorized over loads.
+"""Open-loop load models: latencies of one instance (or pool) at a Poisson rate, vectorized over loads.
 
 Inputs are :class:`~layoutopt.perf_model.costs.PhaseCosts` step-time tables (seconds); outputs are
 :class:`Rows` (arrays, seconds) or :class:`LoadPoint` (milliseconds, req/s). Notation, per instance:
 
-- ``lam`` arrival rate (req/s); ``I`` mean uncached prompt tokens, ``O`` mean output tokens;
+- ``lam`` arrival rate (req/s); ``I`` mean uncached prompt tokens, ``O`` output tokens;
 - ``n`` sequences decoding; ``d(n)`` decode step time; ``tau`` mean step time while decoding,
   which is the mean TPOT; ``C`` chunked-prefill budget (prompt + decode tokens per step);
-- ``kappa(p)`` seconds per prompt token riding in a step that carries ``p`` prompt tokens.
+- ``W(L, n)`` seconds a prompt of L tokens adds to the decode steps its chunks ride in.
 
-Decode (Little's law): ``n = lam (O - 1) tau``. A decode instance has ``tau = d(n)``; a colocated
-one also carries the prompts, ``p = lam I tau = n I / (O - 1)`` tokens per step, so
-``tau = d(n) + kappa(p) p``. Both are closed forms in ``n``, so every quantity is computed on a
-grid of batch sizes and the rate follows as ``lam = n / ((O - 1) tau)``; no fixed-point iteration.
+Decode (Little's law): ``n = lam (E[O] - 1) tau``. A decode instance has ``tau = d(n)``; a colocated
+one also carries the prompts, ``tau = d(n) + lam tau E[W] = d(n) + n E[W] / (E[O] - 1)``. Both are
+closed forms in ``n``, so every quantity is computed on a grid of batch sizes and the rate follows
+as ``lam = n / ((E[O] - 1) tau)``; no fixed-point iteration. Near the batch limit a request waits
+for a sequence slot (many-server Erlang C over the slots).
 
-Prefill queue: G/G/c by Allen-Cunneen (DistServe models a prefill instance as M/D/1; Zhong et al.,
-OSDI'24, section 3.1), ``c`` = attention-DP ranks, service = a prompt's server occupancy (batched
-with others up to the token budget, divided by ``pp_size`` because pipelined prompts overlap).
-Colocated, the prefill server is the budget left after decode tokens, ``C - n`` tokens per step.
-TTFT percentiles combine the exponential-tail wait with the prompt-length distribution exactly
-(:func:`~layoutopt.perf_model.queueing.wait_plus_service_quantiles`). A request's TPOT averages
-the batch it sees over its life, ~ Poisson(n), so its quantiles use ``n + z sqrt(n)``.
+Prefill pool: batch service. A free prefill server takes every waiting prompt up to the token
+budget, so the batch (and each prompt's share of the step's fixed cost) grows with the load
+(:func:`prefill_batching`); the queue is G/G/c by Allen-Cunneen (DistServe models a prefill
+instance as M/D/1; Zhong et al., OSDI'24, section 3.1) with ``c`` instances sharing the queue
+(the simulator's least-outstanding-work router behaves so), and a prompt's first token waits for
+its whole batch step. TTFT percentiles combine the exponential-tail wait with the prompt-length
+distribution exactly (:func:`~layoutopt.perf_model.queueing.wait_plus_service_quantiles`). TPOT
+quantiles are normal around the mean with the spread of the batch (and, colocated, of the prompts
+riding in a request's steps).
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.perf_model.costs import PhaseCosts
-from layoutopt.perf_model.queueing import mgc_wait_arrays, normal_quantile, wait_plus_service_quantiles
+from layoutopt.perf_model.queueing import (
+    mgc_wait_arrays,
+    normal_quantile,
+    slot_wait_arrays,
+    wait_plus_service_quantiles,
+)
 
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 _GRID_POINTS = 96
@@ -105,103 +113,233 @@ def batch_grid(costs: PhaseCosts, points: int = _GRID_POINTS) -> np.ndarray:
     return np.geomspace(1e-3, float(costs.max_batch_size), points)
 
 
-def _kappa(costs: PhaseCosts, prompt_tokens_per_step: np.ndarray) -> np.ndarray:
-    """Seconds per prompt token in a step carrying ``p`` of them (log-interpolated one prompt .. full chunk)."""
-    one = max(costs.mean_input_tokens, 1.0)
-    full = max(float(costs.chunk_tokens), one + 1.0)
-    x = np.log(np.clip(prompt_tokens_per_step, one, full))
-    return np.interp(x, [np.log(one), np.log(full)], [costs.prefill_s_per_token, costs.chunk_s_per_token])
-
-
 def _decode_steps(costs: PhaseCosts) -> float:
     return max(costs.output_tokens_mean - 1.0, 1.0)
 
 
-def _tpot_quantiles(costs: PhaseCosts, batch: np.ndarray, per_token_prompt: np.ndarray,
-                    quantiles: tuple[float, ...]) -> np.ndarray:
-    """TPOT quantiles (s) at each batch: the batch a request sees is ~ Poisson(n)."""
-    z = np.array([normal_quantile(q) for q in quantiles])[None, :]
-    n = batch[:, None]
-    n_q = np.clip(n + z * np.sqrt(n), 1.0, float(costs.max_batch_size))
-    prompt = per_token_prompt[:, None] * n_q
-    return costs.decode_at(n_q) + _kappa(costs, prompt) * prompt
+def _z(quantiles: tuple[float, ...]) -> np.ndarray:
+    return np.array([normal_quantile(q) for q in quantiles])[None, :]
+
+
+def seen_batch(costs: PhaseCosts, n: np.ndarray, population: float | None = None) -> np.ndarray:
+    """Batch a decoding request sees when ``n`` sequences decode on average: itself plus the others.
+
+    Open loop (Poisson arrivals, ``population`` None) the others are ~ Poisson(n) whatever the
+    tagged request does (arrival theorem of M/G/inf), so it sees 1 + n on average; a closed loop of
+    ``population`` clients leaves N - 1 others, each decoding n / N of the time. The step time at
+    this batch is the request's TPOT, which matters at small batches where d(n) is steep (MoE
+    models read a new set of experts for every sequence added).
+    """
+    others = n if population is None else n * (1.0 - 1.0 / max(population, 1.0))
+    return np.minimum(1.0 + others, np.maximum(float(costs.max_batch_size), n))
+
+
+def _slot_wait(costs: PhaseCosts, rate: np.ndarray, residence_s: np.ndarray,
+               population: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Wait for one of the instance's ``max_batch_size`` sequence slots (KV memory, --max-num-seqs).
+
+    A closed loop never holds more requests than slots here (the rest wait outside, see
+    ``closed_loop``), so only open-loop arrivals wait for a slot.
+    """
+    if population is not None:
+        return np.zeros_like(rate), np.zeros_like(rate)
+    return slot_wait_arrays(rate, residence_s, float(costs.max_batch_size), costs.reservation_scv)
 
 
 def decode_rows(costs: PhaseCosts, batch: np.ndarray | None = None,
-                quantiles: tuple[float, ...] = QUANTILES) -> Rows:
-    """Decode-role instance at each batch size; TTFT is its first decode step (prefill excluded)."""
+                quantiles: tuple[float, ...] = QUANTILES, population: float | None = None) -> Rows:
+    """Decode-role instance at each batch size.
+
+    TTFT is the wait for a sequence slot plus the first decode step (prefill excluded). A
+    request's TPOT averages the steps of its life; the batch it sees varies ~ Poisson(n) with
+    spread contexts, so TPOT quantiles are tau + z sd, sd = ``decode_spread_at(n)``; tau is the
+    step at the batch a request sees (:func:`seen_batch`).
+    """
     quantiles = _with_defaults(quantiles)
     n = batch_grid(costs) if batch is None else np.asarray(batch, dtype=float)
-    tau = costs.decode_at(np.maximum(n, 1.0))
-    rate = n / (_decode_steps(costs) * tau)
-    tpot_q = _tpot_quantiles(costs, n, np.zeros_like(n), quantiles)
-    first_q = np.repeat(tau[:, None], len(quantiles), axis=1)
-    return Rows(quantiles, rate, n, tau, first_q, tau, tpot_q, np.zeros_like(n),
+    tau = costs.decode_at(seen_batch(costs, n, population))
+    steps = _decode_steps(costs)
+    rate = n / (steps * tau)
+    spread = costs.decode_spread_at(n)
+    tpot_q = np.maximum(tau[:, None] + _z(quantiles) * spread[:, None], costs.decode_at(1.0))
+    p_wait, cond = _slot_wait(costs, rate, steps * tau + tau, population)
+    first_q = wait_plus_service_quantiles(p_wait, cond, tau[:, None], np.ones(1), quantiles)
+    return Rows(quantiles, rate, n, p_wait * cond + tau, first_q, tau, tpot_q, np.zeros_like(n),
                 n <= costs.max_batch_size * (1 + 1e-9))
+
+
+def prefill_batching(costs: PhaseCosts, rate_rps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean prompts per step, mean prompts arriving during one step) of a prefill server at each rate.
+
+    A free server takes every waiting prompt (up to ``prompts_per_step``), so a step holds the
+    arrivals of the step before it, or one prompt after an idle spell: with m arrivals per step
+    (Poisson), the share of steps that start after an idle spell is e^-m and the mean batch is
+    k = m + e^-m. m itself grows with k (a fuller step lasts longer): m = lambda T(k) / pp per
+    server, T(k) = T0 + k t; the fixed point is found by a few substitutions.
+    """
+    rate = np.asarray(rate_rps, dtype=float) / max(costs.prefill_servers, 1)
+    own_mean = float(((costs.prefill_s - costs.prefill_step_fixed_s) * costs.input_weights).sum())
+    a = rate * (costs.prefill_step_fixed_s / costs.pipeline_depth)   # m = a + b k
+    b = rate * (own_mean / costs.pipeline_depth)
+    # Start from the busy-server solution k = a / (1 - b) (e^-m ~ 0) and substitute; the map
+    # contracts (slope b (1 - e^-m) < 1 while stable), so a few substitutions settle it.
+    top = costs.prompts_per_step
+    k = np.minimum(np.maximum(a / np.maximum(1.0 - b, 1e-9), 1.0), top)
+    for _ in range(4):
+        m = a + b * k
+        k = np.minimum(np.maximum(m + np.exp(-m), 1.0), top)
+    m = a + b * k
+    return k, m
 
 
 def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_scv: float = 1.0,
                  quantiles: tuple[float, ...] = QUANTILES) -> Rows:
-    """Prefill-role instance at each rate: TTFT = queue + prefill + KV transfer."""
+    """Prefill pool at each rate: TTFT = queue + the batch step the prompt rides in + KV transfer.
+
+    ``prefill_servers`` instances share one queue (the router sends each prompt to the instance
+    with the least outstanding work, which behaves like one G/G/c queue). A server's occupancy per
+    prompt is its own work plus its share of the step's fixed cost at the batch formed at this
+    load (:func:`prefill_batching`); those who wait, wait for the step in progress, stretched by
+    1 / (1 - rho) as full steps approach what the pool drains. A prompt's first token comes when
+    its whole step ends: its own prefill plus the work of the prompts that arrived while it waited
+    (or while its earlier chunks ran), up to the token budget.
+    """
     quantiles = _with_defaults(quantiles)
     weights = costs.input_weights
-    occupancy = costs.prefill_occupancy_s
-    mean_occ = float((occupancy * weights).sum())
+    servers = max(costs.prefill_servers, 1)
     if rate_rps is None:
-        rate_rps = np.geomspace(1e-4, 0.999, _GRID_POINTS) / mean_occ
+        rate_rps = np.geomspace(1e-4, 0.999, _GRID_POINTS) * servers / _full_batch_occupancy(costs)
     rate = np.asarray(rate_rps, dtype=float)
-    servers = costs.prefill_servers
-    scv = max(float((occupancy**2 * weights).sum()) / mean_occ**2 - 1.0, 0.0)
-    p_wait, cond = mgc_wait_arrays(rate, mean_occ * servers, scv, servers, arrival_scv)
-    service = costs.prefill_s + costs.kv_transfer_s + costs.request_overhead_s
-    ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
-    ttft_mean = p_wait * cond + float((service * weights).sum())
-    zeros = np.zeros_like(rate)
-    zq = np.zeros((len(rate), len(quantiles)))
-    util = rate * mean_occ
-    return Rows(quantiles, rate, zeros, np.where(util < 1, ttft_mean, np.inf), ttft_q, zeros, zq, util, util < 1)
-
-
-def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_scv: float = 1.0,
-                   quantiles: tuple[float, ...] = QUANTILES) -> Rows:
-    """Colocated instance with chunked prefill at each decode batch size."""
-    quantiles = _with_defaults(quantiles)
-    n = batch_grid(costs) if batch is None else np.asarray(batch, dtype=float)
-    steps = _decode_steps(costs)
-    prompt_per_step = n * costs.mean_input_tokens / steps          # p = n I / (O - 1)
-    tau = costs.decode_at(np.maximum(n, 1.0)) + _kappa(costs, prompt_per_step) * prompt_per_step
-    rate = n / (steps * tau)
-    # Prefill server: the budget left after decode tokens, at the cost of a full chunk.
-    budget = np.maximum(costs.chunk_tokens - n, 1.0)
-    decode_share = costs.decode_at(np.maximum(n, 1.0)) * np.minimum(n, 1.0)
-    token_rate = budget / (decode_share + costs.chunk_s_per_token * budget)
-    lengths = costs.input_tokens_uncached
-    weights = costs.input_weights
-    servers = costs.prefill_servers
-    mean_occ = costs.mean_input_tokens / token_rate
-    scv = max(float((lengths**2 * weights).sum()) / costs.mean_input_tokens**2 - 1.0, 0.0)
-    p_wait, cond = mgc_wait_arrays(rate, mean_occ * servers, scv, servers, arrival_scv)
-    # Own prefill: alone it takes prefill_s; each of its steps also carries the decode batch's extra
-    # cost over a batch of one; it starts at the next step boundary, half a step away on average.
-    busy = np.minimum(n, 1.0)  # share of steps with a decode batch at all (light load: few)
-    extra_decode = np.maximum(costs.decode_at(np.maximum(n, 1.0)) - costs.decode_at(1.0), 0.0) * busy
-    chunks = np.maximum(lengths[None, :] / budget[:, None], 1.0)
-    service = (costs.prefill_s[None, :] + chunks * extra_decode[:, None] + 0.5 * (tau * busy)[:, None]
+    k, m = prefill_batching(costs, rate)
+    own = costs.prefill_s - costs.prefill_step_fixed_s
+    own_mean = float((own * weights).sum())
+    # Occupancy per prompt: its own work plus its share of the step's fixed cost; moments over the
+    # fine length grid (the heavy tail of long prompts dominates the second moment).
+    mean_occ, second_occ = costs.prefill_moments(-costs.prefill_step_fixed_s * (1.0 - 1.0 / k))
+    mean_occ, second_occ = mean_occ / costs.pipeline_depth, second_occ / costs.pipeline_depth**2
+    scv = np.maximum(second_occ / mean_occ**2 - 1.0, 0.0)
+    util = rate * mean_occ / servers
+    if servers == 1:
+        p_wait = np.minimum(util, 1.0)  # Erlang C with one server: the utilization
+    else:
+        p_wait, _ = mgc_wait_arrays(rate, mean_occ, 0.0, servers, arrival_scv)
+    # Those who wait, wait for the rest of the step in progress (a free server takes every waiting
+    # prompt, so the backlog rides in the next step and shows in its length, see ``riders``), and
+    # for the steps before theirs once full steps no longer drain the arrivals: the step of k
+    # prompts x (ca^2 + cs^2 / k) / 2 (Allen-Cunneen; a step of k prompts varies less than one
+    # prompt) / (c (1 - rho)), rho the utilization of full steps. With one prompt per step this
+    # is M/G/c.
+    step_occ = (costs.prefill_step_fixed_s + k * own_mean) / costs.pipeline_depth
+    rho = rate * _full_batch_occupancy(costs) / servers
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cond = step_occ / (servers * (1.0 - rho)) * (arrival_scv + scv / k) / 2.0
+    cond = np.where((util >= 1.0) | (rho >= 1.0), np.inf, np.where(rate <= 0, 0.0, cond))
+    # The step holding a prompt's last tokens also carries the prompts that arrived while it waited
+    # and while its earlier chunks ran (a free server takes every waiting prompt, up to the token
+    # budget), and its first token waits for that whole step.
+    mean_tokens = costs.mean_input_tokens
+    budget = float(costs.chunk_tokens)
+    tail = np.mod(costs.input_tokens_uncached, budget)
+    room = np.where(tail > 0, budget - tail, 0.0)
+    earlier_s = costs.prefill_s * np.maximum(costs.input_tokens_uncached - tail, 0.0) / costs.input_tokens_uncached
+    with np.errstate(invalid="ignore"):
+        mean_wait = np.where(np.isfinite(cond), p_wait * cond, 0.0)
+    arrived = (rate / servers * mean_tokens)[:, None] * (mean_wait[:, None] + earlier_s[None, :])
+    riders_tokens = np.minimum(room[None, :], arrived)
+    service = (costs.prefill_s[None, :] + riders_tokens * (own_mean / mean_tokens) + costs.kv_transfer_s[None, :]
                + costs.request_overhead_s)
     ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
     ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
-    util = rate * mean_occ
-    tpot_q = _tpot_quantiles(costs, n, costs.mean_input_tokens / steps * np.ones_like(n), quantiles)
-    stable = (util < 1.0) & (prompt_per_step <= budget) & (n <= costs.max_batch_size * (1 + 1e-9))
+    zeros = np.zeros_like(rate)
+    zq = np.zeros((len(rate), len(quantiles)))
+    return Rows(quantiles, rate, zeros, np.where(util < 1, ttft_mean, np.inf), ttft_q, zeros, zq, util, util < 1)
+
+
+def _full_batch_occupancy(costs: PhaseCosts) -> float:
+    """Mean server time per prompt when every step is full (the pool's capacity bound)."""
+    return float((costs.prefill_occupancy_s * costs.input_weights).sum())
+
+
+def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_scv: float = 1.0,
+                   quantiles: tuple[float, ...] = QUANTILES, population: float | None = None) -> Rows:
+    """Colocated instance with chunked prefill at each decode batch size ``n``.
+
+    A prompt of length L adds W(L, n) seconds to the decode steps its chunks ride in
+    (``prompt_extra_at``). Over a long run, steps advance the batch by one token each and prompts
+    arrive at lambda: tau = d(n) + lambda tau E[W], and Little's law n = lambda (O - 1) tau gives
+    tau = d(n) + n E[W] / (O - 1) and the rate, both closed forms in n.
+
+    A request's TPOT adds the prompts that arrive during its life, ~ Poisson(lambda (O_i - 1) tau),
+    each adding W / (O_i - 1): variance lambda tau E[W^2] E[1 / (O - 1)], on top of the batch's
+    spread. Its TTFT: the rest of the step in progress (length-biased), its own mixed step
+    d(n) + W(L, n), the wait for a sequence slot near the batch limit, the request overhead.
+    """
+    quantiles = _with_defaults(quantiles)
+    n = batch_grid(costs) if batch is None else np.asarray(batch, dtype=float)
+    steps = _decode_steps(costs)
+    weights = costs.input_weights
+    tau, rate, d, extra = _colocated_tau(costs, n, steps, population)
+    mean_extra = (extra * weights).sum(axis=1)
+    extra_sq = (extra**2 * weights).sum(axis=1)
+    prompts_per_step = rate * tau                                   # lambda tau
+    # Before its own step a prompt waits for the rest of the step in progress (length-biased:
+    # E[T^2] / (2 E[T]) over decode-only and prompt steps) and rides with the prompts that arrive
+    # meanwhile (lambda tau of them, each adding E[W]); that delay is taken as exponential.
+    second = d**2 + prompts_per_step * (2.0 * d * mean_extra + extra_sq)
+    busy = np.minimum(n, 1.0)
+    delay = (0.5 * second / tau + prompts_per_step * mean_extra) * busy
+    service = d[:, None] * busy[:, None] + extra + costs.request_overhead_s
+    p_slot, cond_slot = _slot_wait(costs, rate, steps * tau + (service * weights).sum(axis=1) + delay, population)
+    # Prompt chunks go in arrival order, so a prompt also queues behind the backlog of earlier
+    # prompts (a long prompt holds the budget for several steps): M/G/1 over the budget left by
+    # decode tokens, each prompt occupying its own work plus its token share of a step's decode.
+    budget = np.maximum(costs.chunk_tokens - n, 1.0)
+    occupancy = extra + (d * busy)[:, None] * np.minimum(costs.input_tokens_uncached[None, :] / budget[:, None], 1.0)
+    rho = rate * (occupancy * weights).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        queue_wait = (rate * (occupancy**2 * weights).sum(axis=1) * _tail_factor(costs) * (arrival_scv + 1.0) / 4.0
+                      / (1.0 - rho))
+    queue_wait = np.where(rho < 1.0, queue_wait, np.inf)
+    p_queue = np.minimum(rho, 1.0)
+    p_wait = 1.0 - (1.0 - busy) * (1.0 - p_slot) * (1.0 - p_queue)
+    with np.errstate(invalid="ignore"):
+        cond = np.where(p_wait > 0, (busy * delay + p_slot * cond_slot + queue_wait) / np.maximum(p_wait, 1e-12), 0.0)
+    ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
+    ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
+    spread = np.sqrt(costs.decode_spread_at(n) ** 2 + prompts_per_step * extra_sq * costs.inverse_decode_steps_mean)
+    tpot_q = np.maximum(tau[:, None] + _z(quantiles) * spread[:, None], costs.decode_at(1.0))
+    # Stable while the rate still grows with the batch, the budget holds the prompt tokens of a
+    # step, and the batch fits.
+    tau_up, rate_up, _, _ = _colocated_tau(costs, n * 1.02 + 1e-3, steps, population)
+    prompt_tokens = n * costs.mean_input_tokens / steps
+    stable = ((rate_up > rate) & (prompt_tokens <= budget) & (rho < 1.0)
+              & (n <= costs.max_batch_size * (1 + 1e-9)))
+    util = np.minimum(prompts_per_step, 1.0)
     return Rows(quantiles, rate, n, np.where(stable, ttft_mean, np.inf), ttft_q, tau, tpot_q, util, stable)
+
+
+def _tail_factor(costs: PhaseCosts) -> float:
+    """E[S^2] of prefill time over the fine length grid / over the quantile bins (>= 1): what the
+    bins' truncated tail leaves out of a second moment."""
+    _, fine = costs.prefill_moments(0.0)
+    binned = float((costs.prefill_s**2 * costs.input_weights).sum())
+    return max(float(fine) / binned, 1.0) if binned > 0 else 1.0
+
+
+def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: float | None):
+    """(tau, rate, decode-only step, extra seconds per prompt length) at decode batches ``n``."""
+    d = costs.decode_at(seen_batch(costs, n, population))
+    extra = costs.prompt_extra_at(n)
+    tau = d + n * (extra * costs.input_weights).sum(axis=1) / steps
+    return tau, n / (steps * tau), d, extra
 
 
 def rows_for(costs: PhaseCosts, phase: str, arrival_scv: float = 1.0,
              quantiles: tuple[float, ...] = QUANTILES, points: int = _GRID_POINTS) -> Rows:
     """The load grid of a phase ('prefill', 'decode' or 'colocated') with ``points`` rows."""
     if phase == "prefill":
-        mean_occ = float((costs.prefill_occupancy_s * costs.input_weights).sum())
-        return prefill_rows(costs, np.geomspace(1e-4, 0.999, points) / mean_occ, arrival_scv, quantiles)
+        top = max(costs.prefill_servers, 1) / _full_batch_occupancy(costs)
+        return prefill_rows(costs, np.geomspace(1e-4, 0.999, points) * top, arrival_scv, quantiles)
     if phase == "decode":
         return decode_rows(costs, batch_grid(costs, points), quantiles)
     return colocated_rows(costs, batch_grid(costs, points), arrival_scv, quantiles)

@@ -183,6 +183,40 @@ def quantiles_of_wait_plus_service(
     return [float(x) for x in rows[0]]
 
 
+def normal_cdf_array(x: np.ndarray) -> np.ndarray:
+    """Phi(x) for an array (Abramowitz and Stegun 7.1.26 erf, absolute error < 1.5e-7)."""
+    z = np.abs(np.asarray(x, dtype=float)) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-z * z)
+    return 0.5 * (1.0 + np.where(np.asarray(x) >= 0, erf, -erf))
+
+
+def slot_wait_arrays(rate_rps: np.ndarray, residence_s: np.ndarray, num_slots: float,
+                     size_scv: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(P(wait), E[W | W > 0] in s) for a request that needs one of ``num_slots`` slots it holds
+    for ``residence_s`` (KV slots of a decode batch): M/M/c with many servers, P(wait) by the
+    Halfin-Whitt approximation of Erlang C, ``1 / (1 + beta Phi(beta) / phi(beta))`` with
+    ``beta = (c - a) / sqrt(a)``, and E[W | W > 0] = residence / (c - a); inf when a >= c.
+
+    When the slots are bytes of KV and requests hold different amounts (squared coefficient of
+    variation ``size_scv``), the occupied memory fluctuates sqrt(1 + scv) times more than the
+    count: beta shrinks and the wait of those who wait grows by that factor squared [estimate:
+    the usual diffusion scaling of multi-rate loss systems]."""
+    rate = np.asarray(rate_rps, dtype=float)
+    residence = np.broadcast_to(np.asarray(residence_s, dtype=float), rate.shape)
+    offered = rate * residence
+    c = float(num_slots)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        beta = (c - offered) / np.sqrt(np.maximum(offered, 1e-12) * (1.0 + size_scv))
+        density = np.exp(-0.5 * beta**2) / math.sqrt(2.0 * math.pi)
+        p_wait = 1.0 / (1.0 + beta * normal_cdf_array(beta) / np.maximum(density, 1e-300))
+        conditional = residence / (c - offered) * (1.0 + size_scv)
+    p_wait = np.where(offered >= c, 1.0, np.where(offered <= 0, 0.0, np.clip(p_wait, 0.0, 1.0)))
+    conditional = np.where(offered >= c, np.inf, np.where(offered <= 0, 0.0, conditional))
+    return p_wait, conditional
+
+
 def normal_quantile(q: float) -> float:
     """z with Phi(z) = q (standard normal)."""
     from statistics import NormalDist

@@ -92,6 +92,8 @@ class Simulation:
                 rate = spec.max_batched_tokens / spec.step_times.prefill_step_s(spec.max_batched_tokens, 1, 0.0)
             group = {"prefill": self.front, "colocated": self.colocated, "decode": self.decoders}[spec.role]
             group.extend(_Instance(spec, counters, rate) for _ in range(spec.num_instances))
+        # The engine's per-request overhead (API server, tokenizer) delays every arrival equally.
+        self.request_overhead_s = max((p.request_overhead_s for p in pools if p.role != "decode"), default=0.0)
         self.colocated_share = colocated_share if self.colocated and self.front else (1.0 if self.colocated else 0.0)
         self.rng = rng or np.random.default_rng(0)
         n = requests.num_requests
@@ -107,7 +109,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ loop
     def run(self) -> EngineTrace:
-        arrivals = self.requests.arrival_s.tolist()
+        arrivals = (self.requests.arrival_s + self.request_overhead_s).tolist()
         to_colocated = self.rng.random(len(arrivals)) < self.colocated_share
         events, pop = self.events, heapq.heappop
         n, i, now = len(arrivals), 0, 0.0

@@ -21,7 +21,7 @@ from layoutopt.optimizer.plan import Plan, Pool
 from layoutopt.perf_model import kv_transfer, memory, step
 from layoutopt.perf_model.calibration import SAMPLER_MAX_NUM_SEQS, get_engine_profile
 from layoutopt.perf_model.layout import Layout
-from layoutopt.perf_model.links import Link, inter_node_link
+from layoutopt.perf_model.links import Link, kv_transfer_link
 from layoutopt.simulator.pools import PoolSpec
 from layoutopt.simulator.step_times import Table1D, Table2D, Table3D, TabulatedStepTimes
 
@@ -98,16 +98,11 @@ def kv_tables(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: str) -> tu
 
 
 def kv_link(prefill_gpus: list[tuple[GpuSpec, Layout]], decode_gpu: GpuSpec, decode_layout: Layout) -> Link:
-    """The path a prompt's KV takes into a decode instance: the network between nodes.
-
-    Every GPU of a stage sends its own KV shard over its own NIC (NIXL-style), so the path carries
-    the NICs of the smaller side: min over both ends of tp x pp GPUs, each at the slower NIC.
-    """
-    sides = [*prefill_gpus, (decode_gpu, decode_layout)]
-    nic = min(inter_node_link(g).bandwidth_gb_per_s for g, _ in sides)
-    lanes = min(lay.tp_size * lay.pp_size for _, lay in sides)
-    base = inter_node_link(decode_gpu)
-    return Link(kind=base.kind, bandwidth_gb_per_s=nic * lanes, latency_us=base.latency_us)
+    """The path a prompt's KV takes into a decode instance: the slowest of the paths from each
+    prefill pool (:func:`~layoutopt.perf_model.links.kv_transfer_link`, the same default as
+    ``estimate``: every GPU sends its KV shard over its own NIC)."""
+    links = [kv_transfer_link(gpu, layout, decode_layout, decode_gpu) for gpu, layout in prefill_gpus]
+    return min(links, key=lambda link: link.bandwidth_gb_per_s)
 
 
 def kv_transfer_table(model: ModelSpec, kv_precision: str, link: Link) -> Table1D:
@@ -123,10 +118,11 @@ def pool_spec(model: ModelSpec, engine: str, pool: Pool, name: str, transfer: Ta
     layout = pool.layout
     memory.check_layout(model, gpu, layout, allow_cross_domain=True)
     memory.check_fits(model, gpu, layout, context_tokens=1, engine=engine)
-    budget = get_engine_profile(engine).max_num_batched_tokens * layout.dp_size
-    # Pool.max_batch_size counts decoding sequences; a prefill instance is bounded by its token
-    # budget and runs with vLLM's default --max-num-seqs.
-    max_batch = pool.max_batch_size if pool.role != "prefill" else max(pool.max_batch_size, SAMPLER_MAX_NUM_SEQS)
+    profile = get_engine_profile(engine)
+    budget = profile.max_num_batched_tokens * layout.dp_size
+    # Pool.max_batch_size is the pool's --max-num-seqs: decoding sequences, or for a prefill pool
+    # the prompts one step may hold (a plan without one runs with vLLM's default).
+    max_batch = pool.max_batch_size if pool.max_batch_size >= 1 else SAMPLER_MAX_NUM_SEQS
     budget = max(budget, max_batch + 1)  # decode tokens never starve prompt chunks
     capacity_bytes, per_sequence = kv_tables(model, gpu, layout, engine)
     times = step_tables(model, gpu, layout, engine, budget, max_batch)
@@ -136,6 +132,7 @@ def pool_spec(model: ModelSpec, engine: str, pool: Pool, name: str, transfer: Ta
         max_batched_tokens=budget, kv_transfer_s=transfer or (lambda prompt_tokens: 0.0),
         routing_weight=pool.capacity_rps if pool.capacity_rps > 0 else float(pool.max_batch_size),
         pipeline_depth=layout.pp_size if pool.role == "prefill" else 1,
+        request_overhead_s=profile.request_overhead_ms * 1e-3 if pool.role != "decode" else 0.0,
     )
 
 

@@ -27,7 +27,9 @@ class PoolSpec:
     ``max_batched_tokens`` is the token budget of one step; ``kv_transfer_s(prompt_tokens)`` is
     the time a decode instance takes to receive one prompt's KV; ``routing_weight`` scales the
     router's notion of an instance's speed (colocated and decode pools); a prefill pool with
-    ``pipeline_depth`` pp starts its next step after 1/pp of a step (pipeline parallelism).
+    ``pipeline_depth`` pp starts its next step after 1/pp of a step (pipeline parallelism);
+    ``request_overhead_s`` is the engine's per-request time off the GPU (API server, tokenizer,
+    streaming) that a request spends before it reaches the pool (pools that receive arrivals).
     """
 
     name: str
@@ -41,12 +43,14 @@ class PoolSpec:
     kv_transfer_s: Callable[[int], float] = lambda prompt_tokens: 0.0
     routing_weight: float = 1.0
     pipeline_depth: int = 1
+    request_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.num_instances < 1 or self.max_batch_size < 1 or self.max_batched_tokens < 1:
             raise ValueError(f"pool {self.name}: instances, max_batch_size and max_batched_tokens must be >= 1")
-        if self.routing_weight <= 0 or self.pipeline_depth < 1:
-            raise ValueError(f"pool {self.name}: routing_weight must be > 0 and pipeline_depth >= 1")
+        if self.routing_weight <= 0 or self.pipeline_depth < 1 or self.request_overhead_s < 0:
+            raise ValueError(f"pool {self.name}: routing_weight must be > 0, pipeline_depth >= 1, "
+                             "request_overhead_s >= 0")
 
 
 @dataclass(frozen=True)
