@@ -2,32 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import click
-from pydantic import ValidationError
 
-from layoutopt.cli.common import validation_message
-from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Plan
+from layoutopt.optimizer.plan import load_plan
 from layoutopt.report.engine_flags import ENGINES
-
-
-def load_plan(path: str | Path) -> Plan:
-    """Read a plan written by ``layoutopt solve --format json`` (or ``emit``'s plan.json)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as error:
-        raise InputError(str(path), f"line {error.lineno}", "a JSON plan file") from error
-    except UnicodeDecodeError as error:
-        raise InputError(str(path), "binary data", "a JSON plan file") from error
-    if not isinstance(data, dict):
-        raise InputError(str(path), type(data).__name__, "a JSON object (a plan)")
-    try:
-        return Plan.model_validate(data)
-    except ValidationError as error:
-        raise InputError(str(path), "an invalid plan", validation_message(error)) from error
 
 
 @click.command("emit")
