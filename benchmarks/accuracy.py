@@ -2,7 +2,9 @@
 
 Replays every row of the measurement CSV through layoutopt's closed-loop estimate and prints, per
 engine and mode: rows predicted, rows not supported (with reasons), median and mean absolute %
-error of TTFT and TPOT, share within 20 %, and median signed error.
+error of TTFT and TPOT, share within 20 %, and median signed error. Disaggregated rows whose worker
+counts the CSV leaves blank replay a guessed one prefill and one decode worker; groups holding
+such rows also print the figures over the rows whose deployment is fully described.
 
     python benchmarks/accuracy.py [path/to/h100_sxm.csv] [--engine vllm] [--json]
 
@@ -58,6 +60,14 @@ def evaluate(csv_path: Path, engine: str | None = None) -> dict:
             "ttft": error_summary(ttft[idx], meas_ttft) if len(idx) else {},
             "tpot": error_summary(tpot[idx], meas_tpot) if len(idx) else {},
         }
+        assumed = np.array([cases[i].worker_counts_assumed for i in idx], dtype=bool)
+        if assumed.any():
+            known = idx[~assumed]
+            report["/".join(key)]["described"] = {
+                "rows": len(known), "guessed_worker_counts": int(assumed.sum()),
+                "ttft": error_summary(ttft[known], meas_ttft[~assumed]) if len(known) else {},
+                "tpot": error_summary(tpot[known], meas_tpot[~assumed]) if len(known) else {},
+            }
     return report
 
 
@@ -73,6 +83,11 @@ def render(report: dict) -> str:
             return f"{s['mdape']:>9.1f}%{s['mape']:>7.0f}%{s['within_20']:>6.0f}%{s['median_signed']:>+7.1f}%"
 
         lines.append(f"{key:<16}{r['rows']:>6}{r['predicted']:>6}  {cols(t)}  {cols(p)}")
+        if "described" in r:
+            d = r["described"]
+            lines.append(f"{'  described':<16}{d['rows']:>6}{'':>6}  {cols(d['ttft'])}  {cols(d['tpot'])}")
+            lines.append(f"{'':<18}({d['guessed_worker_counts']} rows without worker counts replay 1 prefill + "
+                         "1 decode worker; 'described' leaves them out)")
         for reason, count in sorted(r["not_supported"].items(), key=lambda kv: -kv[1]):
             lines.append(f"{'':<18}not supported x{count}: {reason}")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from layoutopt.perf_model.fit import (  # noqa: E402
     error_summary,
+    fit_cases,
     fit_engine,
     load_cases,
     predict_all,
@@ -67,7 +68,8 @@ def _replace_block(text: str, engine: str, values: dict[str, float], source: str
     text_source = source + (f" {_BEFORE} {previous}" if previous else "")
     block = re.sub(r"^  source:(?:.*\n)(?:    .*\n)*", lambda _: "  source: >-\n" + _wrap(text_source), block,
                    flags=re.M)
-    return text[:start.end()] + block + text[end:]
+    # One blank line between engines, however often the file is rewritten.
+    return re.sub(r"\n{3,}", "\n\n", text[:start.end()] + block + text[end:])
 
 
 _BEFORE = "Before fitting:"
@@ -95,25 +97,32 @@ def main() -> None:
     engines = args.engine or sorted({c.engine for c in cases})
     today = datetime.date.today().isoformat()
     for engine in engines:
-        mine = [c for c in cases if c.engine == engine]
-        print(f"== {engine}: {len(mine)} rows; before: {_scores(mine, engine)}")
+        every = [c for c in cases if c.engine == engine]
+        mine = fit_cases(every)
+        print(f"== {engine}: {len(every)} rows, {len(mine)} fitted (each measurement once, none with guessed "
+              f"worker counts); before: {_scores(mine, engine)}")
         held = _held_out_model(mine)
         if held:
             train = [c for c in mine if c.model_id != held]
             test = [c for c in mine if c.model_id == held]
             values, value = fit_engine(train, engine, args.iterations)
-            print(f"   held out {held} ({len(test)} rows): train loss {value:.3f}; "
-                  f"held-out {_scores(test, trial_profile(engine, values))}")
+            held_scores = _scores(test, trial_profile(engine, values))
+            print(f"   held out {held} ({len(test)} rows): train loss {value:.3f}; held-out {held_scores}")
         values, value = fit_engine(mine, engine, args.iterations)
-        print(f"   all rows: loss {value:.3f}; {_scores(mine, trial_profile(engine, values))}")
+        print(f"   fitted rows: loss {value:.3f}; {_scores(mine, trial_profile(engine, values))}")
+        print(f"   every row: {_scores(every, trial_profile(engine, values))}")
+        if held:
+            print(f"   {held} in-sample (fitted with it): {_scores(test, trial_profile(engine, values))}")
         print("   fitted: " + ", ".join(f"{k}={v:.4g}" for k, v in values.items()))
         if args.dry_run:
             continue
         rows = len(mine)
-        provenance = (f"Fitted on reference/measurements/h100_sxm.csv ({rows} {engine} rows, agg and disagg), "
+        provenance = (f"Fitted on reference/measurements/h100_sxm.csv ({rows} {engine} measurements, agg and "
+                      f"disagg; repeated runs once, disagg rows without worker counts left out), "
                       f"{today}, by benchmarks/fit_calibration.py: Nelder-Mead on the mean absolute log error of "
                       f"TTFT and TPOT over all rows of the engine (one constant set per engine; no per-model terms)"
-                      + (f"; held-out model {held}" if held else "") + ". Fitted: "
+                      + (f"; held-out model {held}: {held_scores}" if held
+                         else "; no held-out model (fewer than two models with >= 10 rows)") + ". Fitted: "
                       + ", ".join(sorted(values)) + ".")
         path = DATA / "engine_profiles.yaml"
         path.write_text(_replace_block(path.read_text(), engine, values, provenance))

@@ -19,6 +19,8 @@ over a run of ``BENCHMARK_ROUNDS`` x N requests it adds (first-round TTFT - stea
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from layoutopt.perf_model.calibration import EngineProfile
@@ -37,6 +39,13 @@ CLOSED_LOOP_ARRIVAL_SCV = 0.0
 # Requests per concurrency slot in one benchmark run: AIConfigurator's TRT-LLM backend assumes
 # 10 ("requests 10x of concurrency", aiconfigurator sdk/backends/trtllm_backend.py).
 BENCHMARK_ROUNDS = 10.0
+# Arrival squared coefficient of variation at a disaggregated prefill pool in a closed loop. Its
+# arrivals are the decode pool's completions, which continuous batching scatters (every join and
+# leave changes the step time of all), so the lockstep of a colocated cohort does not form. Poisson-
+# like arrivals (1.0) [fit evidence: SGLang DeepSeek-R1 1P1D TP16, ISL 8192, measured TTFT rises
+# 0.86 -> 1.10 -> 1.28 -> 1.87 s at N = 4, 8, 16, 32, as M/D/1 at the measured throughput gives;
+# deterministic arrivals (0.0) predict no rise until saturation].
+DISAGG_PREFILL_ARRIVAL_SCV = 1.0
 
 
 def prompts_ahead(concurrency: float, profile: EngineProfile | None) -> float:
@@ -62,6 +71,30 @@ def _crossing(population: np.ndarray, target: float, stable: np.ndarray) -> tupl
         return 0, 0.0
     low, high = population[k - 1], population[k]
     return k - 1, float((target - low) / max(high - low, 1e-12))
+
+
+def _refined_crossing(evaluate, low: float, high: float, target: float, points: int = 24,
+                      passes: int = 3) -> float:
+    """The rate in [low, high] at which rate x cycle(rate) reaches ``target``.
+
+    The population rises steeply near the prefill pool's saturation (the queue's 1 / (1 - rho)),
+    so interpolating between two grid rates lands far from the crossing; each pass evaluates a
+    finer grid inside the bracket and keeps the sub-interval that holds the crossing.
+    """
+    for _ in range(passes):
+        if high <= low:
+            break
+        sub = np.linspace(low, high, points)
+        p, d, cycle = evaluate(sub)
+        population = np.where(p.stable & d.stable & np.isfinite(cycle), sub * cycle, np.inf)
+        above = np.nonzero(population >= target)[0]
+        if len(above) == 0:
+            return float(high)
+        j = int(above[0])
+        if j == 0:
+            return float(low)
+        low, high = float(sub[j - 1]), float(sub[j])
+    return float(low)
 
 
 def _shifted(stats_q: np.ndarray, mean_s: float, add_s: float, quantiles: tuple[float, ...]) -> LatencyStats:
@@ -133,20 +166,31 @@ def disaggregated_closed_loop(prefill: PhaseCosts, num_prefill: int, decode: Pha
                               concurrency: float) -> tuple[LoadPoint, LoadPoint]:
     """Closed loop over a prefill pool and a decode pool (prefill batching is in its occupancy).
 
-    Returns (system point: TTFT = prefill queue + prefill + KV transfer + first decode step, TPOT,
-    throughput; decode-instance point).
+    With N in flight at throughput X, decode holds ``n = X (O - 1) TPOT(n)`` sequences, at most B
+    (the decode batch per worker, or what its KV memory holds, times the decode workers); the
+    rest are on the prefill side, queued or prefilling, or done with prefill and waiting for a
+    decode slot, and all of that is TTFT: ``TTFT = N / X - (O - 1) TPOT``. X is the smallest of:
+
+    - the rate at which the in-system population X (TTFT_p(X) + first step + (O - 1) TPOT(X))
+      reaches min(N, B), with TTFT_p the pooled prefill queue (G/G/c over every prefill worker's
+      attention-DP ranks, as the open-loop estimate) plus prefill, batching and KV transfer;
+    - what the prefill pool drains with full batches (a deep prefill queue: N / X - decode time);
+    - B / ((O - 1) TPOT(B)) (every decode slot busy; the extra requests wait for one).
+
+    Returns (system point: TTFT = prefill side + first decode step, TPOT, throughput; decode-instance point).
     """
     steps = max(decode.output_tokens_mean - 1.0, 0.0)
     held = min(concurrency, float(decode.max_batch_size * num_decode))
     decode_grid = decode_rows(decode, population=held / num_decode)
     decode_rates = np.maximum.accumulate(decode_grid.rate_rps)
+    # One queue in front of every prefill worker (least-outstanding-work routing).
+    pool = dataclasses.replace(prefill, prefill_servers=prefill.prefill_servers * num_prefill)
     mean_occ = float((prefill.prefill_occupancy_s * prefill.input_weights).sum())
-    top = min(0.999 * num_prefill / mean_occ, float(decode_rates[-1]) * num_decode)
+    top = min(0.999 * pool.prefill_servers / mean_occ, float(decode_rates[-1]) * num_decode)
     rates = np.geomspace(top * 1e-4, top, 96)
 
-
     def evaluate(system_rates: np.ndarray) -> tuple[Rows, Rows, np.ndarray]:
-        p = prefill_rows(prefill, system_rates / num_prefill, CLOSED_LOOP_ARRIVAL_SCV)
+        p = prefill_rows(pool, system_rates, DISAGG_PREFILL_ARRIVAL_SCV)
         batch = np.interp(system_rates / num_decode, decode_rates, decode_grid.batch)
         d = decode_rows(decode, batch, population=held / num_decode)
         cycle = p.ttft_mean_s + d.ttft_mean_s + steps * d.tpot_mean_s
@@ -154,22 +198,22 @@ def disaggregated_closed_loop(prefill: PhaseCosts, num_prefill: int, decode: Pha
 
     p_rows, d_rows, cycle = evaluate(rates)
     found = _crossing(rates * cycle, held, p_rows.stable & d_rows.stable)
-    if found is None:
+    if found is None:  # the prefill pool or every decode slot saturates first
         rate = float(rates[-1])
     else:
-        k, frac = found
-        rate = float(rates[k] + frac * (rates[min(k + 1, len(rates) - 1)] - rates[k]))
+        k, _ = found
+        rate = _refined_crossing(evaluate, rates[k], rates[min(k + 1, len(rates) - 1)], held)
     p_row, d_row, cycle_one = evaluate(np.array([rate]))
     ttft_s = float(p_row.ttft_mean_s[0] + d_row.ttft_mean_s[0])
     outside_s = _outside_wait_s(concurrency, held if found is not None else None, rate, float(cycle_one[0]))
-    first_round = _first_round_s(held / num_prefill, mean_occ,
+    first_round = _first_round_s(held / pool.prefill_servers, mean_occ,
                                  float(((prefill.prefill_s + prefill.kv_transfer_s) * prefill.input_weights).sum()))
     added = outside_s + max(first_round - ttft_s - outside_s, 0.0) / BENCHMARK_ROUNDS
     first_q = p_row.ttft_q_s[0] + float(d_row.ttft_mean_s[0])
     ttft = _shifted(first_q, ttft_s, added, p_row.quantiles)
     decode_point = d_row.point(0, decode, "decode")
     throughput = concurrency / (ttft_s + added + steps * float(d_row.tpot_mean_s[0]))
-    prefill_point = p_row.point(0, prefill, "prefill")
+    prefill_point = p_row.point(0, pool, "prefill")
     bottleneck = "queueing" if outside_s > 0.5 * float(cycle_one[0]) else decode_point.bottleneck
     system = decode_point.model_copy(update={
         "throughput_rps": throughput, "ttft_ms": ttft, "bottleneck": bottleneck, "stable": True,

@@ -2,7 +2,9 @@
 
 Rows of ``reference/measurements/h100_sxm.csv`` (closed-loop benchmarks of vLLM, SGLang and
 TensorRT-LLM on H100 SXM) become :class:`MeasuredCase` objects; :func:`predict` replays one through
-:func:`~layoutopt.perf_model.estimate.estimate`. :func:`fit_engine` minimizes the mean absolute log
+:func:`~layoutopt.perf_model.estimate.estimate` (a disaggregated row with blank worker counts takes
+the layout of a fully described copy of the same run when the CSV has one, else replays a guessed
+one prefill and one decode worker and says so). :func:`fit_engine` minimizes the mean absolute log
 error of TTFT and TPOT over all rows of one engine by varying a handful of interpretable
 ``EngineProfile`` constants (efficiencies, overheads, collective latency) with a deterministic
 Nelder-Mead in log space, so the fitted profile carries to other models and GPUs: no per-model or
@@ -58,6 +60,9 @@ class MeasuredCase:
     decode_batch: int | None
     ttft_ms: float
     tpot_ms: float
+    # Disaggregated rows whose worker counts the CSV leaves blank and no fully described copy of the
+    # same measurement supplies: replayed as one prefill and one decode worker, a guess.
+    worker_counts_assumed: bool = False
 
 
 def _num(value: str) -> float | None:
@@ -77,51 +82,84 @@ def _layout(row: dict, prefix: str, precision: str, is_moe: bool) -> Layout:
     return Layout(tp_size=tp, pp_size=pp, dp_size=dp, ep_size=ep, weight_precision=precision)
 
 
+_DISAGG_LAYOUT_COLUMNS = tuple(f"{side}_{name}" for side in ("prefill", "decode")
+                               for name in ("workers", "tp", "pp", "attention_dp", "moe_tp", "moe_ep", "batch"))
+
+
+def _measurement_key(row: dict) -> tuple:
+    """What identifies one measurement: engine, lengths, concurrency and the two measured latencies."""
+    return (row["backend"], row["mode"], row["isl"], row["osl"], row["concurrency"], row["ttft_ms"], row["tpot_ms"])
+
+
+def _has_worker_counts(row: dict) -> bool:
+    return bool((row.get("prefill_workers") or "").strip() and (row.get("decode_workers") or "").strip())
+
+
+def _with_described_twin(row: dict, described: dict[tuple, dict]) -> tuple[dict, bool]:
+    """(row, worker counts assumed) for a disaggregated row.
+
+    Some measurements are published twice: once with the whole deployment (worker counts, batch
+    per worker, attention DP) and once more with blank worker counts and the degrees summarized
+    (``tp16 ep16``). Identical latencies at identical lengths and concurrency are one run, so the
+    summarized copy takes the described copy's layout columns.
+    """
+    if row["mode"] != "disagg" or _has_worker_counts(row):
+        return row, False
+    twin = described.get(_measurement_key(row))
+    if twin is None:
+        return row, True
+    return {**row, **{k: twin[k] for k in _DISAGG_LAYOUT_COLUMNS}}, False
+
+
 def load_cases(csv_path: str | Path) -> tuple[list[MeasuredCase], list[tuple[str, str, str, str]]]:
     """(cases, unsupported rows as (row id, engine, mode, reason))."""
     from layoutopt.model_catalog.catalog import get_model
 
     cases, unsupported = [], []
     with open(csv_path, newline="") as handle:
-        for row in csv.DictReader(handle):
-            rid, engine, mode = row["id"], row["backend"], row["mode"]
-            try:
-                model = get_model(row["model"])
-            except LayoutoptError:
-                unsupported.append((rid, engine, mode, "model not in catalog"))
-                continue
-            quant = (row.get("gemm_quant_mode") or row.get("precision") or "").strip()
-            precision = _PRECISION.get(quant, _PRECISION.get((row.get("precision") or "").strip()))
-            if precision is None:
-                unsupported.append((rid, engine, mode, f"precision {quant!r}"))
-                continue
-            if precision == "fp4" and model.expert_native_precision == "fp4":
-                # An MXFP4 checkpoint on a GPU without FP4 math (H100): the experts stay 4-bit in
-                # memory, GEMMs run in BF16 (the spec keeps native expert bytes).
-                precision = "bf16"
-            try:
-                if mode == "agg":
-                    layout, prefill, decode = _layout(row, "", precision, model.is_moe), None, None
-                    p_count = d_count = 1
-                    batch = None
-                else:
-                    layout = None
-                    prefill = _layout(row, "prefill_", precision, model.is_moe)
-                    decode = _layout(row, "decode_", precision, model.is_moe)
-                    p_count, d_count = _degree(row, "prefill_workers"), _degree(row, "decode_workers")
-                    batch = _degree(row, "decode_batch", 0) or None
-            except ValueError as error:
-                unsupported.append((rid, engine, mode, f"layout rule: {str(error).splitlines()[-1][:60]}"))
-                continue
-            concurrency = _num(row["concurrency"])
-            if concurrency is None and batch is not None:
-                concurrency = float(batch * d_count)
-            if concurrency is None:
-                unsupported.append((rid, engine, mode, "no concurrency"))
-                continue
-            cases.append(MeasuredCase(rid, engine, mode, row["model"], int(float(row["isl"])),
-                                      int(float(row["osl"])), concurrency, layout, prefill, p_count, decode,
-                                      d_count, batch, float(row["ttft_ms"]), float(row["tpot_ms"])))
+        rows = list(csv.DictReader(handle))
+    described = {_measurement_key(r): r for r in rows if r["mode"] == "disagg" and _has_worker_counts(r)}
+    for row in rows:
+        row, assumed = _with_described_twin(row, described)
+        rid, engine, mode = row["id"], row["backend"], row["mode"]
+        try:
+            model = get_model(row["model"])
+        except LayoutoptError:
+            unsupported.append((rid, engine, mode, "model not in catalog"))
+            continue
+        quant = (row.get("gemm_quant_mode") or row.get("precision") or "").strip()
+        precision = _PRECISION.get(quant, _PRECISION.get((row.get("precision") or "").strip()))
+        if precision is None:
+            unsupported.append((rid, engine, mode, f"precision {quant!r}"))
+            continue
+        if precision == "fp4" and model.expert_native_precision == "fp4":
+            # An MXFP4 checkpoint on a GPU without FP4 math (H100): the experts stay 4-bit in
+            # memory, GEMMs run in BF16 (the spec keeps native expert bytes).
+            precision = "bf16"
+        try:
+            if mode == "agg":
+                layout, prefill, decode = _layout(row, "", precision, model.is_moe), None, None
+                p_count = d_count = 1
+                batch = None
+            else:
+                layout = None
+                prefill = _layout(row, "prefill_", precision, model.is_moe)
+                decode = _layout(row, "decode_", precision, model.is_moe)
+                p_count, d_count = _degree(row, "prefill_workers"), _degree(row, "decode_workers")
+                batch = _degree(row, "decode_batch", 0) or None
+        except ValueError as error:
+            unsupported.append((rid, engine, mode, f"layout rule: {str(error).splitlines()[-1][:60]}"))
+            continue
+        concurrency = _num(row["concurrency"])
+        if concurrency is None and batch is not None:
+            # No client concurrency recorded: the run filled every decode slot [assumption].
+            concurrency = float(batch * d_count)
+        if concurrency is None:
+            unsupported.append((rid, engine, mode, "no concurrency"))
+            continue
+        cases.append(MeasuredCase(rid, engine, mode, row["model"], int(float(row["isl"])),
+                                  int(float(row["osl"])), concurrency, layout, prefill, p_count, decode,
+                                  d_count, batch, float(row["ttft_ms"]), float(row["tpot_ms"]), assumed))
     return cases, unsupported
 
 
@@ -169,6 +207,19 @@ def error_summary(predicted: np.ndarray, measured: np.ndarray) -> dict[str, floa
 
 
 # ---------------------------------------------------------------------------------------------- fit
+
+def fit_cases(cases: list[MeasuredCase]) -> list[MeasuredCase]:
+    """The cases a fit learns from: each measurement once (the CSV repeats some runs under several
+    ids), and no row whose worker counts are guessed (its error says nothing about the constants)."""
+    seen, out = set(), []
+    for case in cases:
+        key = (case.engine, case.mode, case.isl, case.osl, case.concurrency, case.ttft_ms, case.tpot_ms)
+        if case.worker_counts_assumed or key in seen:
+            continue
+        seen.add(key)
+        out.append(case)
+    return out
+
 
 def trial_profile(base: str, values: dict[str, float]) -> calibration.EngineProfile:
     """The profile of ``base`` with ``values`` replaced (step functions take the object directly)."""
