@@ -27,6 +27,7 @@ from layoutopt.perf_model.queueing import (
     mgc_wait,
     pd_ratio,
     quantiles_of_wait_plus_service,
+    slot_wait_arrays,
 )
 
 
@@ -208,6 +209,46 @@ def test_disaggregated_closed_loop_queues_at_the_prefill_bottleneck():
     prefill, decode = _costs(kv_s=0.01), _costs(max_batch=512)
     light, _ = disaggregated_closed_loop(prefill, 1, decode, 1, 2)
     heavy, _ = disaggregated_closed_loop(prefill, 1, decode, 1, 400)
-    assert light.ttft_ms.mean == pytest.approx(100 + 10 + 20.2, rel=0.05)  # prefill + KV + first step
+    # prefill + KV + half a decode step to the next step boundary (the decode instance is busy)
+    # + the first step
+    assert light.ttft_ms.mean == pytest.approx(100 + 10 + 1.5 * 20.2, rel=0.05)
     assert heavy.throughput_rps <= 10.0 * 1.01                             # 0.1 s per prompt
     assert heavy.ttft_ms.mean > 10 * light.ttft_ms.mean
+
+
+# ------------------------------------------------------------------ decode slots and stages in series
+
+
+def test_slot_wait_is_halfin_whitt_when_steps_do_not_slow():
+    # a = 2 x 40 = 80 of c = 100 slots: beta = 20 / sqrt(80) = 2.236; P = 1 / (1 + beta Phi / phi)
+    # = 1 / (1 + 2.236 x 0.98733 / 0.03267) = 0.01459; E[W | W > 0] = 40 / 20 = 2 s.
+    p_wait, cond = slot_wait_arrays(np.array([2.0]), np.array([40.0]), 100)
+    assert p_wait[0] == pytest.approx(0.01459, rel=0.01)
+    assert cond[0] == pytest.approx(2.0, rel=1e-9)
+
+
+def test_slot_wait_grows_when_a_full_batch_steps_slower():
+    # With all 100 slots held the residence is 45 s instead of 40 s: the full batch drains
+    # 100 / 45 - 2 = 0.222 req/s more than arrive, so those who wait, wait 4.5 s, not 2 s.
+    base_p, _ = slot_wait_arrays(np.array([2.0]), np.array([40.0]), 100)
+    p_wait, cond = slot_wait_arrays(np.array([2.0]), np.array([40.0]), 100, full_residence_s=np.array([45.0]))
+    assert cond[0] == pytest.approx(1.0 / (100 / 45 - 2.0), rel=1e-9)
+    assert p_wait[0] > base_p[0]
+    # No drain left at the full batch: unstable.
+    p_wait, cond = slot_wait_arrays(np.array([2.0]), np.array([40.0]), 100, full_residence_s=np.array([50.0]))
+    assert p_wait[0] == 1.0 and math.isinf(cond[0])
+
+
+def test_disaggregated_ttft_combines_the_decode_slot_wait_as_a_distribution():
+    from layoutopt.perf_model.load import series_ttft
+
+    # Prefill: no wait, 0.1 s. Decode: waits with probability 0.3, 2 s on average, first step 0.02 s.
+    # One exponential wait of mean 0.6 s with the 2 s tail: P = 0.3; p90 = 2 ln(0.3 / 0.1) + 0.12.
+    prefill = dataclasses.replace(rows_at_rate(_costs(), "prefill", 1e-6), ttft_wait_probability=np.array([0.0]),
+                                  ttft_wait_conditional_s=np.array([0.0]), ttft_service_s=np.array([[0.1]]))
+    decode = dataclasses.replace(prefill, ttft_wait_probability=np.array([0.3]),
+                                 ttft_wait_conditional_s=np.array([2.0]), ttft_service_s=np.array([[0.02]]))
+    stats = series_ttft(prefill, decode, np.array([1.0]))
+    assert stats.mean == pytest.approx((0.6 + 0.12) * 1e3, rel=1e-6)
+    assert stats.p90 == pytest.approx((2.0 * math.log(3.0) + 0.12) * 1e3, rel=1e-3)
+    assert stats.p50 == pytest.approx(120.0, rel=1e-6)

@@ -27,7 +27,7 @@ from layoutopt.perf_model.calibration import EngineLike, resolve_engine
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.perf_model.layout import Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
-from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate
+from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate, rows_at_rate, series_ttft
 from layoutopt.workloads.distributions import FixedLength
 from layoutopt.workloads.workload import Workload
 
@@ -178,11 +178,13 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
         if load == "open":
             # The prefill pool shares one queue (least-outstanding-work routing): G/G/c, c = instances.
             pool = dataclasses.replace(pcosts, prefill_servers=pcosts.prefill_servers * prefill_instances)
-            p = load_at_rate(pool, "prefill", rate)
-            per_instance = load_at_rate(dcosts, "decode", rate / decode_instances)
-            first = per_instance.ttft_ms.mean
-            ttft = LatencyStats(mean=p.ttft_ms.mean + first, p50=p.ttft_ms.p50 + first,
-                                p90=p.ttft_ms.p90 + first, p99=p.ttft_ms.p99 + first)
+            p_rows = rows_at_rate(pool, "prefill", rate)
+            d_rows = rows_at_rate(dcosts, "decode", rate / decode_instances)
+            p = p_rows.point(0, pool, "prefill")
+            per_instance = d_rows.point(0, dcosts, "decode")
+            # The prefill queue, prefill and KV transfer, then the wait for a decode slot and the
+            # first decode step: the two waits combine as distributions, not as a mean added on.
+            ttft = series_ttft(p_rows, d_rows, pool.input_weights)
             stable = p.stable and per_instance.stable
             system = per_instance.model_copy(update={"ttft_ms": ttft, "stable": stable, "throughput_rps": rate})
             bottleneck = {"prefill": p.bottleneck, "decode": per_instance.bottleneck}

@@ -82,6 +82,12 @@ class Rows:
     tpot_q_s: np.ndarray   # (rows, quantiles)
     prefill_utilization: np.ndarray
     stable: np.ndarray
+    # TTFT = W + S: W is 0 with probability 1 - ttft_wait_probability, else exponential with mean
+    # ttft_wait_conditional_s; S takes ttft_service_s (rows, prompt lengths) with the input weights.
+    # Kept so that stages in series (prefill pool, then decode slot) can be combined.
+    ttft_wait_probability: np.ndarray | None = None
+    ttft_wait_conditional_s: np.ndarray | None = None
+    ttft_service_s: np.ndarray | None = None
 
     def point(self, index: int, costs: PhaseCosts, phase: str) -> LoadPoint:
         """Row ``index`` as a :class:`LoadPoint` (p50/p90/p99 taken from the quantile columns)."""
@@ -134,23 +140,26 @@ def seen_batch(costs: PhaseCosts, n: np.ndarray, population: float | None = None
     return np.minimum(1.0 + others, np.maximum(float(costs.max_batch_size), n))
 
 
-def _slot_wait(costs: PhaseCosts, rate: np.ndarray, residence_s: np.ndarray,
+def _slot_wait(costs: PhaseCosts, rate: np.ndarray, residence_s: np.ndarray, full_residence_s: np.ndarray,
                population: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """Wait for one of the instance's ``max_batch_size`` sequence slots (KV memory, --max-num-seqs).
+    """Wait for one of the instance's ``max_batch_size`` sequence slots (KV memory, --max-num-seqs);
+    ``full_residence_s`` is a sequence's residence when every slot is held (slower steps).
 
     A closed loop never holds more requests than slots here (the rest wait outside, see
     ``closed_loop``), so only open-loop arrivals wait for a slot.
     """
     if population is not None:
         return np.zeros_like(rate), np.zeros_like(rate)
-    return slot_wait_arrays(rate, residence_s, float(costs.max_batch_size), costs.reservation_scv)
+    return slot_wait_arrays(rate, residence_s, float(costs.max_batch_size), costs.reservation_scv,
+                            full_residence_s)
 
 
 def decode_rows(costs: PhaseCosts, batch: np.ndarray | None = None,
                 quantiles: tuple[float, ...] = QUANTILES, population: float | None = None) -> Rows:
     """Decode-role instance at each batch size.
 
-    TTFT is the wait for a sequence slot plus the first decode step (prefill excluded). A
+    TTFT is the wait for a sequence slot, the rest of the step in progress and the first decode
+    step (prefill excluded). A
     request's TPOT averages the steps of its life; the batch it sees varies ~ Poisson(n) with
     spread contexts, so TPOT quantiles are tau + z sd, sd = ``decode_spread_at(n)``; tau is the
     step at the batch a request sees (:func:`seen_batch`).
@@ -162,10 +171,14 @@ def decode_rows(costs: PhaseCosts, batch: np.ndarray | None = None,
     rate = n / (steps * tau)
     spread = costs.decode_spread_at(n)
     tpot_q = np.maximum(tau[:, None] + _z(quantiles) * spread[:, None], costs.decode_at(1.0))
-    p_wait, cond = _slot_wait(costs, rate, steps * tau + tau, population)
-    first_q = wait_plus_service_quantiles(p_wait, cond, tau[:, None], np.ones(1), quantiles)
-    return Rows(quantiles, rate, n, p_wait * cond + tau, first_q, tau, tpot_q, np.zeros_like(n),
-                n <= costs.max_batch_size * (1 + 1e-9))
+    tau_full = costs.decode_at(float(costs.max_batch_size))
+    p_wait, cond = _slot_wait(costs, rate, steps * tau + tau, (steps + 1.0) * tau_full, population)
+    # A sequence whose KV has arrived joins the batch at the next step boundary (half a step on
+    # average while the instance decodes), then its first step produces the first token.
+    first = tau * (1.0 + 0.5 * np.minimum(n, 1.0))
+    first_q = wait_plus_service_quantiles(p_wait, cond, first[:, None], np.ones(1), quantiles)
+    return Rows(quantiles, rate, n, p_wait * cond + first, first_q, tau, tpot_q, np.zeros_like(n),
+                n <= costs.max_batch_size * (1 + 1e-9), p_wait, cond, first[:, None])
 
 
 def prefill_batching(costs: PhaseCosts, rate_rps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -252,7 +265,8 @@ def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_
     ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
     zeros = np.zeros_like(rate)
     zq = np.zeros((len(rate), len(quantiles)))
-    return Rows(quantiles, rate, zeros, np.where(util < 1, ttft_mean, np.inf), ttft_q, zeros, zq, util, util < 1)
+    return Rows(quantiles, rate, zeros, np.where(util < 1, ttft_mean, np.inf), ttft_q, zeros, zq, util, util < 1,
+                p_wait, np.where(util < 1, cond, np.inf), service)
 
 
 def _full_batch_occupancy(costs: PhaseCosts) -> float:
@@ -284,12 +298,16 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     prompts_per_step = rate * tau                                   # lambda tau
     # Before its own step a prompt waits for the rest of the step in progress (length-biased:
     # E[T^2] / (2 E[T]) over decode-only and prompt steps) and rides with the prompts that arrive
-    # meanwhile (lambda tau of them, each adding E[W]); that delay is taken as exponential.
+    # meanwhile (lambda tau of them, each adding E[W]). The rest of a step is bounded by one step
+    # (steps vary little), so it counts with its mean in the service, not with an exponential tail;
+    # the riders, whose number varies, are the exponential part of the delay.
     second = d**2 + prompts_per_step * (2.0 * d * mean_extra + extra_sq)
     busy = np.minimum(n, 1.0)
-    delay = (0.5 * second / tau + prompts_per_step * mean_extra) * busy
-    service = d[:, None] * busy[:, None] + extra + costs.request_overhead_s
-    p_slot, cond_slot = _slot_wait(costs, rate, steps * tau + (service * weights).sum(axis=1) + delay, population)
+    rest_of_step = 0.5 * second / tau * busy
+    delay = prompts_per_step * mean_extra * busy
+    service = (d + rest_of_step)[:, None] * busy[:, None] + extra + costs.request_overhead_s
+    residence = steps * tau + (service * weights).sum(axis=1) + delay
+    p_slot, cond_slot = _slot_wait(costs, rate, residence, residence, population)
     # Prompt chunks go in arrival order, so a prompt also queues behind the backlog of earlier
     # prompts (a long prompt holds the budget for several steps): M/G/1 over the budget left by
     # decode tokens, each prompt occupying its own work plus its token share of a step's decode.
@@ -303,7 +321,7 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     p_queue = np.minimum(rho, 1.0)
     p_wait = 1.0 - (1.0 - busy) * (1.0 - p_slot) * (1.0 - p_queue)
     with np.errstate(invalid="ignore"):
-        cond = np.where(p_wait > 0, (busy * delay + p_slot * cond_slot + queue_wait) / np.maximum(p_wait, 1e-12), 0.0)
+        cond = np.where(p_wait > 0, (delay + p_slot * cond_slot + queue_wait) / np.maximum(p_wait, 1e-12), 0.0)
     ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
     ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
     spread = np.sqrt(costs.decode_spread_at(n) ** 2 + prompts_per_step * extra_sq * costs.inverse_decode_steps_mean)
@@ -315,7 +333,8 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     stable = ((rate_up > rate) & (prompt_tokens <= budget) & (rho < 1.0)
               & (n <= costs.max_batch_size * (1 + 1e-9)))
     util = np.minimum(prompts_per_step, 1.0)
-    return Rows(quantiles, rate, n, np.where(stable, ttft_mean, np.inf), ttft_q, tau, tpot_q, util, stable)
+    return Rows(quantiles, rate, n, np.where(stable, ttft_mean, np.inf), ttft_q, tau, tpot_q, util, stable,
+                p_wait, np.where(stable, cond, np.inf), service)
 
 
 def _tail_factor(costs: PhaseCosts) -> float:
@@ -358,7 +377,7 @@ def rows_at_rate(costs: PhaseCosts, phase: str, rate_rps: float, arrival_scv: fl
                 else colocated_rows(costs, np.array([n]), arrival_scv, quantiles))
         inf = np.array([np.inf])
         return Rows(rows.quantiles, np.array([rate_rps]), rows.batch, inf, rows.ttft_q_s * np.inf, rows.tpot_mean_s,
-                    rows.tpot_q_s, np.array([1.0]), np.array([False]))
+                    rows.tpot_q_s, np.array([1.0]), np.array([False]), np.array([1.0]), inf, rows.ttft_service_s)
     n = float(np.interp(rate_rps, rates, grid.batch))
     if phase == "decode":
         return decode_rows(costs, np.array([n]), quantiles)
@@ -373,3 +392,28 @@ def load_at_rate(costs: PhaseCosts, phase: str, rate_rps: float, arrival_scv: fl
 def max_stable_rate_rps(rows: Rows) -> float:
     """Highest rate on the grid at which the instance is still stable."""
     return float(rows.rate_rps[rows.stable].max(initial=0.0))
+
+
+def series_ttft(first: Rows, second: Rows, weights: np.ndarray) -> LatencyStats:
+    """TTFT (ms) of a request that passes two stages in series, row 0 of each (a prefill pool, then
+    a decode instance's slot wait and first step); ``weights`` are the prompt lengths' of ``first``.
+
+    The two waits (each an atom at 0 plus an exponential) become one with the same mean whose
+    tail is the slower stage's (the sum's tail decays at the slower rate), at most as likely as
+    waiting at either; the services add.
+    """
+    p1, c1 = float(first.ttft_wait_probability[0]), float(first.ttft_wait_conditional_s[0])
+    p2, c2 = float(second.ttft_wait_probability[0]), float(second.ttft_wait_conditional_s[0])
+    service = first.ttft_service_s[:1] + float((second.ttft_service_s[0]).mean())
+    if not (np.isfinite(c1) and np.isfinite(c2)):
+        inf = float("inf")
+        return LatencyStats(mean=inf, p50=inf, p90=inf, p99=inf)
+    mean_wait = p1 * c1 + p2 * c2
+    p_any = 1.0 - (1.0 - p1) * (1.0 - p2)
+    cond = max(c1, c2)
+    p = mean_wait / cond if cond > 0 else 0.0
+    if p > p_any:
+        p, cond = p_any, mean_wait / p_any
+    q = wait_plus_service_quantiles(np.array([p]), np.array([cond]), service, weights, QUANTILES)[0] * 1e3
+    mean = (mean_wait + float((service[0] * weights).sum())) * 1e3
+    return LatencyStats(mean=mean, p50=float(q[0]), p90=float(q[1]), p99=float(q[2]))

@@ -193,27 +193,51 @@ def normal_cdf_array(x: np.ndarray) -> np.ndarray:
 
 
 def slot_wait_arrays(rate_rps: np.ndarray, residence_s: np.ndarray, num_slots: float,
-                     size_scv: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                     size_scv: float = 0.0,
+                     full_residence_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(P(wait), E[W | W > 0] in s) for a request that needs one of ``num_slots`` slots it holds
-    for ``residence_s`` (KV slots of a decode batch): M/M/c with many servers, P(wait) by the
-    Halfin-Whitt approximation of Erlang C, ``1 / (1 + beta Phi(beta) / phi(beta))`` with
-    ``beta = (c - a) / sqrt(a)``, and E[W | W > 0] = residence / (c - a); inf when a >= c.
+    for ``residence_s`` (KV slots of a decode batch), offered load ``a = lambda x residence``.
+
+    Many-server diffusion (Halfin-Whitt) of the slots in use, x:
+
+    - below ``c`` the slots drift back to ``a`` like an M/G/inf population (Ornstein-Uhlenbeck);
+      when a fuller batch runs slower steps (``full_residence_s``, the residence with all ``c``
+      slots held, exceeds ``residence_s``) the pull back weakens by ``1 - e``, e the elasticity
+      of the residence in the batch between a and c, and the spread grows by ``1 / (1 - e)``;
+    - above ``c`` requests queue and drain at ``delta = c / full_residence - lambda`` per s: the
+      instance's throughput with every slot held, less the arrivals.
+
+    Gluing the two densities at c gives ``P(wait) = 1 / (1 + Phi(beta) / phi(beta) x sqrt(v)
+    delta / lambda)`` with ``v = a / (1 - e)`` and ``beta = (c - a) / sqrt(v)``, and an exponential
+    excess whose wait has mean ``1 / delta``; with e = 0 this is the Halfin-Whitt
+    approximation of Erlang C (``beta = (c - a) / sqrt(a)``, wait ``residence / (c - a)``).
 
     When the slots are bytes of KV and requests hold different amounts (squared coefficient of
-    variation ``size_scv``), the occupied memory fluctuates sqrt(1 + scv) times more than the
-    count: beta shrinks and the wait of those who wait grows by that factor squared [estimate:
-    the usual diffusion scaling of multi-rate loss systems]."""
+    variation ``size_scv``) the occupied memory moves in bundles of ``z = 1 + size_scv`` slots
+    (Hayward's peakedness approximation): every count above is divided by z and the wait of those
+    who wait grows by z. inf when the full batch does not drain the arrivals."""
     rate = np.asarray(rate_rps, dtype=float)
     residence = np.broadcast_to(np.asarray(residence_s, dtype=float), rate.shape)
+    full = residence if full_residence_s is None else np.broadcast_to(np.asarray(full_residence_s, dtype=float),
+                                                                      rate.shape)
+    full = np.maximum(full, residence)
     offered = rate * residence
     c = float(num_slots)
+    z = 1.0 + size_scv
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        beta = (c - offered) / np.sqrt(np.maximum(offered, 1e-12) * (1.0 + size_scv))
+        a = np.maximum(offered, 1e-12)
+        elasticity = np.where(c > a * (1 + 1e-9), np.log(full / residence) / np.log(c / a), 0.0)
+        elasticity = np.clip(elasticity, 0.0, 0.9)
+        spread = np.sqrt(a * z / (1.0 - elasticity))
+        drain = c / full - rate
+        beta = (c - offered) / spread
         density = np.exp(-0.5 * beta**2) / math.sqrt(2.0 * math.pi)
-        p_wait = 1.0 / (1.0 + beta * normal_cdf_array(beta) / np.maximum(density, 1e-300))
-        conditional = residence / (c - offered) * (1.0 + size_scv)
-    p_wait = np.where(offered >= c, 1.0, np.where(offered <= 0, 0.0, np.clip(p_wait, 0.0, 1.0)))
-    conditional = np.where(offered >= c, np.inf, np.where(offered <= 0, 0.0, conditional))
+        ratio = normal_cdf_array(beta) / np.maximum(density, 1e-300)
+        p_wait = 1.0 / (1.0 + ratio * spread / z * drain / np.maximum(rate, 1e-300))
+        conditional = z / drain
+    unstable = (offered >= c) | (drain <= 0)
+    p_wait = np.where(unstable, 1.0, np.where(offered <= 0, 0.0, np.clip(p_wait, 0.0, 1.0)))
+    conditional = np.where(unstable, np.inf, np.where(offered <= 0, 0.0, conditional))
     return p_wait, conditional
 
 
