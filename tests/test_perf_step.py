@@ -200,3 +200,34 @@ def test_sparse_attention_indexer_costs_prefill_but_caps_attention():
     h200 = get_gpu("H200")
     t8k, t32k = (prefill_time(glm, h200, layout, n).compute_s for n in (8192, 32768))
     assert 4 < t32k / t8k < 8  # linear GEMMs plus a quadratic but cheap indexer, not 16x
+
+
+def test_tp16_across_two_nodes_decodes_with_hierarchical_all_reduces():
+    # DeepSeek-R1 TP16 (no EP) on 2 x 8 H100, SGLang, batch 1: 61 attention + 3 dense-FFN + 58 MoE
+    # all-reduces of 7,168 x 2 B, each over NVLink inside a node and one NIC per GPU across:
+    # NCCL 20 us + 2 NVLink hops + 2 network hops + 0.39 us of bytes = 32.39 us -> 3.95 ms a step
+    # (a flat 16-GPU ring over the NIC charged 156 us each, 19 ms). SGLang measured ~8-9 ms TPOT.
+    from layoutopt.perf_model import collectives as coll
+    from layoutopt.perf_model.compute import forward_coefficients
+    from layoutopt.perf_model.links import SpanningGroup
+
+    deepseek = get_model("deepseek-r1")
+    layout = Layout(tp_size=16, weight_precision="fp8")
+    c = forward_coefficients(deepseek, H100, layout, "sglang", None)
+    assert isinstance(c.tp_link, SpanningGroup) and c.tp_link.num_domains == 2
+    per_allreduce_s = coll.allreduce_time_s(7168 * 2.0, 16, c.tp_link, 3.04)
+    assert per_allreduce_s == pytest.approx(32.39e-6, rel=1e-3)
+    step = decode_step_time(deepseek, H100, layout, 1, 1500, engine="sglang")
+    assert step.communication_s == pytest.approx(122 * per_allreduce_s, rel=1e-6)
+    assert 6e-3 < step.total_s < 10e-3
+
+
+def test_groups_that_fit_a_node_stay_on_nvlink_inside_a_multi_node_instance():
+    # TP4 x DP4 with EP16 on 16 H100: TP all-reduces inside a node, only the EP all-to-all spans.
+    from layoutopt.perf_model.compute import forward_coefficients
+    from layoutopt.perf_model.links import SpanningGroup, nvlink
+
+    layout = Layout(tp_size=4, dp_size=4, ep_size=16, weight_precision="fp8")
+    c = forward_coefficients(get_model("qwen3-235b-a22b"), H100, layout, "vllm", None)
+    assert c.tp_link == nvlink(H100)
+    assert isinstance(c.ep_link, SpanningGroup) and c.ep_link.num_domains == 2

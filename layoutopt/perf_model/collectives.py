@@ -10,6 +10,28 @@ Cost model: ``fixed latency + bytes on the wire per GPU / achieved bandwidth``, 
   362 at 64 MiB, 438 at 512 MiB [AZ-H100]): small decode messages get a small fraction;
 - fixed latency = the engine's per-collective cost plus one link hop inside an NVLink domain
   (NVSwitch kernels reach every peer directly) or one hop per ring step over PCIe or the network.
+
+A group that spans ``N`` local domains with ``d = n / N`` of its GPUs in each (a ``SpanningGroup``)
+is costed as NCCL runs it (hierarchically):
+
+- all-reduce: reduce-scatter inside each domain (``(d-1)/d x S`` over the local fabric), all-reduce
+  of each GPU's ``S/d`` shard across the domains, every GPU over its own NIC (``2 (N-1)/N x S/d``),
+  then all-gather inside the domain (``(d-1)/d x S``). NCCL pipelines the stages chunk by chunk,
+  so the bandwidth term is the slower of the local and the network stage, not their sum: this
+  reproduces "ring busbw across nodes = the node's NIC bandwidth" [NCCL160], [NCCL252] and the
+  ~350 GB/s busbw of 512 MB over 248 x 8 H200 [NCCL283] (a sum would give ~200);
+- all-gather: the same without the reduce-scatter, ``(N-1)/N x S/d`` over each NIC;
+- all-to-all: of each GPU's ``S`` the ``(d-1)/n`` share for its own domain goes over the local
+  fabric, the ``(n-d)/n`` share for other domains over its NIC, both at once;
+- the local stages are reduce-scatters and all-gathers, which do not get NVLS's in-switch
+  reduction: they run at ``LINK_EFFICIENCY`` (~370 of 450 GB/s on H100 [NCCL212]); the network
+  stage at ``LINK_EFFICIENCY["network"]`` (46-48 GB/s per 400 Gb/s NIC [NCCL290]). On PCIe
+  servers the NIC traffic crosses the GPU's PCIe link too, so there the stages add up;
+- fixed latency: engines' custom one-shot kernels reach peers only inside one domain, so a
+  spanning collective runs NCCL and costs at least ``NCCL_ALLREDUCE_LATENCY_US``; plus one local
+  hop per local stage and ``min(N-1, ceil(log2 N))`` network hops per direction (NCCL's tree
+  across nodes, ring for N <= 3: NCCL tuning.cc charges ``2 log2(nNodes)`` network latencies
+  for a tree all-reduce).
 """
 
 from __future__ import annotations
@@ -23,8 +45,9 @@ from layoutopt.perf_model.calibration import (
     BANDWIDTH_SATURATION_FRACTION,
     BANDWIDTH_SATURATION_LOG_BYTES,
     LINK_EFFICIENCY,
+    NCCL_ALLREDUCE_LATENCY_US,
 )
-from layoutopt.perf_model.links import Link
+from layoutopt.perf_model.links import GroupLink, Link, SpanningGroup
 
 _LOGS = BANDWIDTH_SATURATION_LOG_BYTES
 _FRACS = BANDWIDTH_SATURATION_FRACTION
@@ -56,34 +79,93 @@ def _hops(link: Link, ring_steps: int) -> int:
     return 1 if link.kind == "nvlink" else ring_steps
 
 
-def allreduce_time_s(message_bytes, num_gpus: int, link: Link, latency_us: float):
-    """Ring all-reduce of ``message_bytes`` over ``num_gpus``: latency + 2(n-1)/n x S / bandwidth."""
+def _max(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.maximum(a, b)
+    return max(a, b)
+
+
+def _network_steps(num_domains: int) -> int:
+    """Network latencies one direction of a collective across ``num_domains`` domains pays:
+    a ring for few domains, a tree (log2) beyond."""
+    return min(num_domains - 1, math.ceil(math.log2(num_domains)))
+
+
+def _split(group: SpanningGroup, num_gpus: int) -> tuple[int, float]:
+    """(domains N, GPUs per domain d) of a spanning group of ``num_gpus``."""
+    num_domains = min(group.num_domains, num_gpus)
+    return num_domains, num_gpus / num_domains
+
+
+def _spanning_fixed_s(latency_us: float, group: SpanningGroup, local_hops: float, network_hops: float) -> float:
+    """NCCL's fixed cost (at least ``NCCL_ALLREDUCE_LATENCY_US``) plus the hops' latencies, in seconds."""
+    base_us = max(latency_us, NCCL_ALLREDUCE_LATENCY_US)
+    return (base_us + local_hops * group.local.latency_us + network_hops * group.network.latency_us) * 1e-6
+
+
+def _local_and_network_s(local_bytes, network_bytes, group: SpanningGroup, message_bytes):
+    """Bandwidth time of a spanning collective: local and network stages pipelined, the slower one;
+    their sum when the local fabric is PCIe, which the NIC traffic crosses too."""
+    fraction = bandwidth_saturation_fraction(message_bytes)
+    local_s = local_bytes / (group.local.bandwidth_gb_per_s * LINK_EFFICIENCY[group.local.kind] * 1e9)
+    network_s = network_bytes / (group.network.bandwidth_gb_per_s * LINK_EFFICIENCY[group.network.kind] * 1e9)
+    if group.local.kind == "pcie":
+        return (local_s + network_s) / fraction
+    return _max(local_s, network_s) / fraction
+
+
+def allreduce_time_s(message_bytes, num_gpus: int, link: GroupLink, latency_us: float):
+    """All-reduce of ``message_bytes`` over ``num_gpus``: latency + 2(n-1)/n x S / bandwidth on one
+    link, hierarchical (see the module docstring) on a ``SpanningGroup``."""
     if num_gpus <= 1:
         return 0.0
     n = num_gpus
+    if isinstance(link, SpanningGroup):
+        num_domains, d = _split(link, n)
+        local_bytes = 2.0 * (d - 1.0) / d * message_bytes          # reduce-scatter + all-gather in the domain
+        network_bytes = 2.0 * (num_domains - 1) / num_domains * message_bytes / d  # S/d shard, own NIC
+        local_hops = 2 * _hops(link.local, math.ceil(d) - 1) if d > 1 else 0
+        fixed_s = _spanning_fixed_s(latency_us, link, local_hops, 2 * _network_steps(num_domains))
+        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, message_bytes)
     wire_bytes = 2.0 * (n - 1) / n * message_bytes
     fixed_s = (latency_us + _hops(link, 2 * (n - 1)) * link.latency_us) * 1e-6
     return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, message_bytes, allreduce=True) * 1e9)
 
 
-def allgather_time_s(total_bytes, num_gpus: int, link: Link, latency_us: float):
-    """All-gather whose result is ``total_bytes`` per GPU: latency + (n-1)/n x S / bandwidth."""
+def allgather_time_s(total_bytes, num_gpus: int, link: GroupLink, latency_us: float):
+    """All-gather whose result is ``total_bytes`` per GPU: latency + (n-1)/n x S / bandwidth
+    (hierarchical on a ``SpanningGroup``: across domains on every NIC, then inside each domain)."""
     if num_gpus <= 1:
         return 0.0
     n = num_gpus
+    if isinstance(link, SpanningGroup):
+        num_domains, d = _split(link, n)
+        local_bytes = (d - 1.0) / d * total_bytes
+        network_bytes = (num_domains - 1) / num_domains * total_bytes / d
+        local_hops = _hops(link.local, math.ceil(d) - 1) if d > 1 else 0
+        fixed_s = _spanning_fixed_s(latency_us, link, local_hops, _network_steps(num_domains))
+        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, total_bytes)
     wire_bytes = (n - 1) / n * total_bytes
     fixed_s = (latency_us + _hops(link, n - 1) * link.latency_us) * 1e-6
     return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, total_bytes) * 1e9)
 
 
-def alltoall_time_s(bytes_per_gpu, num_gpus: int, link: Link, latency_us: float):
+def alltoall_time_s(bytes_per_gpu, num_gpus: int, link: GroupLink, latency_us: float):
     """All-to-all where each GPU holds ``bytes_per_gpu`` spread evenly over all ranks.
 
-    The (n-1)/n share that leaves the GPU crosses the link; peers are reached directly.
+    The (n-1)/n share that leaves the GPU crosses the link; peers are reached directly. On a
+    ``SpanningGroup`` the (n-d)/n share bound for other domains leaves through the GPU's own NIC
+    while the (d-1)/n share for its domain crosses the local fabric.
     """
     if num_gpus <= 1:
         return 0.0
     n = num_gpus
+    if isinstance(link, SpanningGroup):
+        _, d = _split(link, n)
+        local_bytes = (d - 1.0) / n * bytes_per_gpu
+        network_bytes = (n - d) / n * bytes_per_gpu
+        fixed_s = _spanning_fixed_s(latency_us, link, 0, 1)  # direct sends; the local ones overlap
+        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, bytes_per_gpu)
     wire_bytes = (n - 1) / n * bytes_per_gpu
     fixed_s = (latency_us + link.latency_us) * 1e-6
     return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, bytes_per_gpu) * 1e9)
@@ -94,10 +176,15 @@ def p2p_time_s(message_bytes, link: Link):
     return link.latency_us * 1e-6 + message_bytes / (achieved_bandwidth_gb_per_s(link, message_bytes) * 1e9)
 
 
-def ring_pass_time_s(chunk_bytes, num_gpus: int, link: Link, latency_us: float):
-    """Ring attention: each GPU passes its ``chunk_bytes`` around the ring, n-1 steps."""
+def ring_pass_time_s(chunk_bytes, num_gpus: int, link: GroupLink, latency_us: float):
+    """Ring attention: each GPU passes its ``chunk_bytes`` around the ring, n-1 steps.
+
+    Every step waits for the ring's slowest edge, so a ring across domains runs at the NIC's pace.
+    """
     if num_gpus <= 1:
         return 0.0
+    if isinstance(link, SpanningGroup):
+        link = link.network
     steps = num_gpus - 1
     per_step_s = (latency_us + link.latency_us) * 1e-6 + chunk_bytes / (
         achieved_bandwidth_gb_per_s(link, chunk_bytes) * 1e9

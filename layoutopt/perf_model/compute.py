@@ -29,7 +29,13 @@ from layoutopt.perf_model.calibration import (
     resolve_engine,
 )
 from layoutopt.perf_model.layout import Layout
-from layoutopt.perf_model.links import Link, intra_instance_link, pipeline_link
+from layoutopt.perf_model.links import (
+    GroupLink,
+    Link,
+    collective_group_link,
+    intra_instance_link,
+    pipeline_link,
+)
 
 
 def _max(a, b):
@@ -95,8 +101,12 @@ class ForwardCoefficients:
     pcp: int
     num_layers: int
     hidden_size: int
-    link: Link                         # TP, EP and DCP collectives (tp x dp GPUs)
-    cp_link: Link                      # PCP exchanges (the whole stage: tp x dp x pcp GPUs)
+    # Fabric of each collective group (a SpanningGroup when the group crosses local domains).
+    tp_link: GroupLink                 # TP all-reduces (tp contiguous GPUs)
+    moe_tp_link: GroupLink             # expert-TP all-reduce (moe_tp contiguous GPUs)
+    ep_link: GroupLink                 # EP dispatch/combine (ep GPUs, moe_tp apart)
+    cp_gather_link: GroupLink          # DCP/PCP all-gather (dcp x pcp GPUs over tp x pcp)
+    cp_link: GroupLink                 # PCP ring exchanges (pcp GPUs, tp apart)
     pp_link: Link                      # between pipeline stages (NVLink when the instance fits a domain)
     # Dense GEMMs (attention projections, dense FFN, shared experts, router) and the output head.
     gemm_flops_per_s: float            # peak x efficiency, weight precision
@@ -196,12 +206,19 @@ def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
             tp * layout.pcp_size)
 
     moe_layers = model.num_moe_layers
-    tp_link = link or intra_instance_link(gpu, tp * dp)
-    cp_link = tp_link if (link or layout.pcp_size == 1) else intra_instance_link(gpu, layout.gpus_per_stage)
+    # Rank order: TP innermost, then attention DP; the MoE ranks (tp x dp) split moe_tp innermost,
+    # then EP. A ``link`` override puts every collective on that one link.
+    stage_link = link or intra_instance_link(gpu, layout.gpus_per_stage)
     return ForwardCoefficients(
         profile=p, tp=tp, dp=dp, ep=ep, moe_tp=moe_tp, pp=pp, dcp=layout.dcp_size, pcp=layout.pcp_size,
-        num_layers=model.num_layers, hidden_size=h, link=tp_link, cp_link=cp_link,
-        pp_link=cp_link if pp == 1 else pipeline_link(gpu, layout.gpus_per_instance),
+        num_layers=model.num_layers, hidden_size=h,
+        tp_link=link or collective_group_link(gpu, tp),
+        moe_tp_link=link or collective_group_link(gpu, moe_tp),
+        ep_link=link or collective_group_link(gpu, ep, moe_tp),
+        cp_gather_link=link or collective_group_link(gpu, layout.dcp_size * layout.pcp_size,
+                                                     tp // layout.dcp_size),
+        cp_link=link or collective_group_link(gpu, layout.pcp_size, tp),
+        pp_link=stage_link if pp == 1 else pipeline_link(gpu, layout.gpus_per_instance),
         gemm_flops_per_s=peak * 1e12 * p.gemm_efficiency,
         dense_weight_bytes=dense_params * w_bytes / tp,
         dense_flops_per_token=2.0 * dense_params / tp,
@@ -266,7 +283,7 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
     is 0): the total is the same and hot loops skip the attribution.
     """
     roofline = _roofline if split else _roofline_total
-    p, link = c.profile, c.link
+    p = c.profile
     hbm = c.hbm_bytes_per_s
     compute_s, memory_s = roofline(
         _gemm_time_s(c, tokens * c.dense_flops_per_token + logit_tokens * c.head_flops_per_logit, tokens),
@@ -275,7 +292,7 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
     # Two TP all-reduces per layer: after the mixer (attention or linear attention) and after a
     # dense FFN; MoE layers combine their experts below.
     comm_s = (c.num_mixer_allreduces + c.num_dense_ffn_allreduces) * coll.allreduce_time_s(
-        tokens * c.allreduce_bytes_per_token, c.tp, link, p.allreduce_latency_us)
+        tokens * c.allreduce_bytes_per_token, c.tp, c.tp_link, p.allreduce_latency_us)
 
     if c.num_moe_layers:
         e, k = c.num_experts, c.experts_per_token
@@ -289,12 +306,12 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
             c.expert_slice_flops_per_token * c.num_moe_layers / c.gemm_flops_per_s)
         expert_c, expert_m = roofline(expert_flop_s, touched_rank * (c.expert_slice_bytes * c.num_moe_layers / hbm))
         compute_s, memory_s = compute_s + expert_c, memory_s + expert_m
-        moe_comm = coll.allreduce_time_s(moe_tokens * (c.allreduce_bytes_per_token / c.ep), c.moe_tp, link,
-                                         p.allreduce_latency_us)
+        moe_comm = coll.allreduce_time_s(moe_tokens * (c.allreduce_bytes_per_token / c.ep), c.moe_tp,
+                                         c.moe_tp_link, p.allreduce_latency_us)
         if c.ep > 1:
             per_rank_tokens = moe_tokens / (c.tp * c.dp)
             moe_comm = moe_comm + 2.0 * coll.alltoall_time_s(
-                per_rank_tokens * (k * c.allreduce_bytes_per_token), c.ep, link, p.alltoall_latency_us)
+                per_rank_tokens * (k * c.allreduce_bytes_per_token), c.ep, c.ep_link, p.alltoall_latency_us)
         comm_s = comm_s + c.num_moe_layers * moe_comm
 
     if isinstance(decode_seqs, np.ndarray) or decode_seqs:
@@ -328,9 +345,8 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
 
     if c.dcp * c.pcp > 1:
         # DCP (and PCP at decode): all-gather partial attention outputs and log-sum-exps per layer.
-        cp_gather_link = c.cp_link if c.pcp > 1 else link
         comm_s = comm_s + c.num_attention_layers * coll.allgather_time_s(
-            tokens * c.cp_gather_bytes_per_token * c.pcp, c.dcp * c.pcp, cp_gather_link, p.allreduce_latency_us)
+            tokens * c.cp_gather_bytes_per_token * c.pcp, c.dcp * c.pcp, c.cp_gather_link, p.allreduce_latency_us)
     if c.pcp > 1:
         # PCP prefill: ring exchange of each group's KV chunk, overlapped with the attention compute.
         ring_s = c.num_attention_layers * coll.ring_pass_time_s(

@@ -1,12 +1,16 @@
 """Links between GPUs: which fabric a group of GPUs talks over, its bandwidth and latency.
 
 A ``Link`` carries the raw per-direction line rate; collectives apply the achievable fraction
-(``calibration.LINK_EFFICIENCY``) and the message-size curve.
+(``calibration.LINK_EFFICIENCY``) and the message-size curve. A collective group larger than one
+local domain (an NVLink domain, or a PCIe server for GPUs without one) is a ``SpanningGroup``:
+its GPUs talk over the local fabric inside each domain and over their own NICs between domains,
+and the collectives cost it hierarchically (``collectives``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +28,25 @@ class Link(BaseModel):
     kind: LinkKind
     bandwidth_gb_per_s: float = Field(gt=0, description="per GPU, per direction, line rate")
     latency_us: float = Field(ge=0, description="one hop")
+
+
+class SpanningGroup(BaseModel):
+    """A collective group spread evenly over ``num_domains`` local domains (nodes).
+
+    Inside a domain its GPUs talk over ``local``; between domains every GPU uses its own NIC
+    (``network``, one NIC per GPU as on HGX nodes), so ``d`` GPUs of a domain drive ``d`` NICs at once.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    local: Link
+    network: Link
+    num_domains: int = Field(ge=2, description="local domains the group's GPUs are spread over")
+
+
+# The fabric of one collective group: a single link when the group sits inside one domain (or all
+# of it runs over one kind of link), a SpanningGroup when it crosses domains.
+GroupLink: TypeAlias = Link | SpanningGroup
 
 
 def nvlink(gpu: GpuSpec) -> Link:
@@ -52,6 +75,33 @@ def intra_instance_link(gpu: GpuSpec, group_gpus: int) -> Link:
     if group_gpus <= PCIE_SERVER_GPUS and gpu.scaleup_domain_gpus < PCIE_SERVER_GPUS:
         return pcie_link(gpu)
     return inter_node_link(gpu)
+
+
+def local_domain(gpu: GpuSpec) -> tuple[Link, int]:
+    """(fabric, GPUs) of the local domain of ``gpu``: its scale-up domain, else a PCIe server."""
+    if gpu.scaleup_gb_per_s > 0 and gpu.scaleup_domain_gpus > 1:
+        return nvlink(gpu), gpu.scaleup_domain_gpus
+    return pcie_link(gpu), PCIE_SERVER_GPUS
+
+
+def collective_group_link(gpu: GpuSpec, group_gpus: int, stride_gpus: int = 1) -> GroupLink:
+    """The fabric of a collective group of ``group_gpus`` ranks of one instance whose members sit
+    ``stride_gpus`` apart in rank order (TP groups are contiguous; an EP group strides over the
+    expert-TP ranks). Ranks fill local domains in order, so the group spans
+    ``ceil(group x stride / domain)`` domains (at most one per member); inside one domain it is
+    the flat link of ``intra_instance_link``.
+    """
+    extent_gpus = group_gpus * stride_gpus
+    flat = intra_instance_link(gpu, extent_gpus)
+    if group_gpus <= 1 or flat.kind != "network":
+        return flat
+    local, domain_gpus = local_domain(gpu)
+    num_domains = min(group_gpus, math.ceil(extent_gpus / domain_gpus))
+    if num_domains < 2:
+        return flat
+    # GPUDirect RDMA reaches the NIC through the GPU's own PCIe link, which caps its rate (L40S: Gen4).
+    nic = flat.model_copy(update={"bandwidth_gb_per_s": min(flat.bandwidth_gb_per_s, gpu.pcie_gb_per_s)})
+    return SpanningGroup(local=local, network=nic, num_domains=num_domains)
 
 
 def pipeline_link(gpu: GpuSpec, instance_gpus: int) -> Link:

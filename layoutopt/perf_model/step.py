@@ -110,8 +110,9 @@ def prefill_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens: 
 
     Attention-DP ranks take ceil(batch / dp) prompts each; PCP splits every prompt over
     ``pcp_size`` groups (each group reads the whole cached prefix as the ring passes it). Only each
-    prompt's last token goes through the output head. ``link`` overrides the fabric of the
-    instance's TP/EP/DCP/PCP collectives (default: NVLink inside the GPU's scale-up domain).
+    prompt's last token goes through the output head. ``link`` puts the instance's TP/EP/DCP/PCP
+    collectives on one link (default: each group's own fabric, NVLink inside the GPU's scale-up
+    domain and hierarchical NVLink + NIC for a group that spans nodes; ``links.collective_group_link``).
     """
     c = forward_coefficients(model, gpu, layout, engine, link)
     new_tokens = max(prompt_tokens - cached_tokens, 0)
