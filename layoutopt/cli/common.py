@@ -43,6 +43,11 @@ def run_guarded(command: Callable[..., Any]) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
+    except click.UsageError as error:
+        # One line, like every other input error, with where to look for the allowed values.
+        command_path = error.ctx.command_path if error.ctx else "layoutopt"
+        click.echo(f"error: {error.format_message()} (see '{command_path} --help')", err=True)
+        return EXIT_BAD_INPUT
     except click.ClickException as error:
         error.show()
         return error.exit_code

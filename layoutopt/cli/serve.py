@@ -15,7 +15,7 @@ import click
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
 def command(host: str, port: int, workers: int | None, max_body_bytes: int, log_level: str) -> None:
-    """Serve the Python API over HTTP (FastAPI on uvicorn); OpenAPI at /openapi.json, docs at /docs."""
+    """Serve the Python API over HTTP (FastAPI on uvicorn); OpenAPI schema at /openapi.json."""
     from layoutopt.service.app import ServiceSettings, default_max_workers
     from layoutopt.service.server import serve
 

@@ -12,9 +12,10 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
-from layoutopt.errors import InputError
+from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.sweep.cell import SolveFn, error_row, run_cell
 from layoutopt.sweep.results import CellResult
 from layoutopt.sweep.spec import Cell
@@ -56,20 +57,34 @@ def run_local_processes(cells: Sequence[Cell], solve_fn: SolveFn | None, workers
     in_flight: dict[Future, Cell] = {}
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=_process_context())
     try:
-        while queue or in_flight:
-            while queue and len(in_flight) < workers * IN_FLIGHT_PER_WORKER:
-                cell = queue.pop()
-                in_flight[pool.submit(run_cell, cell, solve_fn)] = cell
-            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            for future in done:
-                cell = in_flight.pop(future)
-                try:
-                    yield future.result()
-                except Exception as error:  # noqa: BLE001 - a dead worker fails its cell, not the sweep
-                    yield error_row(cell, f"worker failed: {type(error).__name__}: {error}"), None
+        yield from _drain(pool, queue, in_flight, solve_fn, workers)
+    except BrokenProcessPool as error:
+        raise LayoutoptError(
+            "sweep: the worker processes died. A script that calls sweep(..., workers > 1) must do so under "
+            "`if __name__ == '__main__':` (each worker imports the main module); otherwise a worker ran out of "
+            "memory or crashed - rerun with workers=1 to see the error"
+        ) from error
     finally:
         # On an interrupt, cells not yet started are dropped; running ones finish within their limit.
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _drain(pool: ProcessPoolExecutor, queue: list[Cell], in_flight: dict[Future, Cell], solve_fn: SolveFn | None,
+           workers: int) -> Iterator[CellOutput]:
+    """Keep the pool fed and yield each cell's output as it completes."""
+    while queue or in_flight:
+        while queue and len(in_flight) < workers * IN_FLIGHT_PER_WORKER:
+            cell = queue.pop()
+            in_flight[pool.submit(run_cell, cell, solve_fn)] = cell
+        done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+        for future in done:
+            cell = in_flight.pop(future)
+            try:
+                yield future.result()
+            except BrokenProcessPool:
+                raise
+            except Exception as error:  # noqa: BLE001 - a failing cell is recorded, not the sweep's end
+                yield error_row(cell, f"worker failed: {type(error).__name__}: {error}"), None
 
 
 def _ray_task(cell: Cell, solve_fn: SolveFn | None) -> CellOutput:

@@ -68,13 +68,14 @@ class HistogramLength(_Dist):
     """Discrete lengths with weights (need not sum to 1; zero weights allowed, not all zero)."""
 
     kind: Literal["histogram"] = "histogram"
-    tokens: list[PositiveTokens] = Field(min_length=1)
-    weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(min_length=1)
+    # Tuples, not lists: a frozen workload must be hashable (the performance model caches on it).
+    tokens: tuple[PositiveTokens, ...] = Field(min_length=1)
+    weights: tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], ...] = Field(min_length=1)
     _derived: _DerivedArrays = PrivateAttr()
 
     @field_validator("weights")
     @classmethod
-    def _check_weights(cls, weights: list[float], info: ValidationInfo) -> list[float]:
+    def _check_weights(cls, weights: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
         tokens = info.data.get("tokens")
         if tokens is not None and len(tokens) != len(weights):
             raise ValueError(f"needs one weight per entry of tokens: {len(tokens)} tokens, {len(weights)} weights")
@@ -111,7 +112,7 @@ class EmpiricalLength(_Dist):
     """Observed lengths, each equally likely (the marginal of a trace)."""
 
     kind: Literal["empirical"] = "empirical"
-    tokens: list[PositiveTokens] = Field(min_length=1, description="observed lengths in tokens")
+    tokens: tuple[PositiveTokens, ...] = Field(min_length=1, description="observed lengths in tokens")
     _derived: _DerivedArrays = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
