@@ -252,3 +252,12 @@ def test_disaggregated_ttft_combines_the_decode_slot_wait_as_a_distribution():
     assert stats.mean == pytest.approx((0.6 + 0.12) * 1e3, rel=1e-6)
     assert stats.p90 == pytest.approx((2.0 * math.log(3.0) + 0.12) * 1e3, rel=1e-3)
     assert stats.p50 == pytest.approx(120.0, rel=1e-6)
+
+
+def test_colocated_tpot_tail_is_right_skewed():
+    # Prompts arriving while a request decodes lengthen its steps (a compound-Poisson sum, an
+    # M/G/1 busy period): the TPOT tail stretches further above the median than a normal's.
+    point = load_at_rate(_costs(), "colocated", 4.0)
+    tpot = point.tpot_ms
+    assert tpot.p50 < tpot.p90 < tpot.p99
+    assert tpot.p99 - tpot.p50 > (2.326 / 1.2816) * (tpot.p90 - tpot.p50)

@@ -78,6 +78,9 @@ class PhaseCosts:
     # steps moves its TPOT) and the decode-step spread per sequence (s, one standard deviation of
     # one sequence's contribution to a step, context spread included).
     inverse_decode_steps_mean: float = 0.0
+    # Decode steps max(O - 1, 1) of the output-length quantile bins and their weights (TPOT mixes them).
+    output_steps: np.ndarray | None = None
+    output_weights: np.ndarray | None = None
     decode_seq_spread_s: np.ndarray | None = None
     # Colocated: seconds a prompt's chunks add to the decode steps they ride in, one row per
     # decode batch in prompt_batches, one column per input length.
@@ -240,6 +243,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     mean_input = float((tokens * weights).sum())
     mean_uncached = float((uncached * weights).sum())
     mean_output, output_reserve, inverse_steps = output_moments(workload)
+    output_grid = length_grid(workload.output_tokens)
     servers = layout.dp_size
     chunk = profile.max_num_batched_tokens * servers
 
@@ -329,6 +333,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         request_overhead_s=profile.request_overhead_ms * 1e-3 if role != "decode" else 0.0,
         prefill_step_fixed_s=fixed_s, prompts_per_step=per_step,
         pipeline_depth=layout.pp_size if role == "prefill" else 1, inverse_decode_steps_mean=inverse_steps,
+        output_steps=np.maximum(output_grid[0] - 1.0, 1.0), output_weights=output_grid[1],
         decode_seq_spread_s=spread_s, prompt_batches=batches, prompt_extra_s=extra,
         prefill_poly_s=(float(poly[2]), float(poly[1]) / (1.0 - hit), float(poly[0]) / (1.0 - hit) ** 2)
         if hit < 1.0 else (float(poly.sum()), 0.0, 0.0),

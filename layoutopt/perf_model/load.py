@@ -20,9 +20,10 @@ budget, so the batch (and each prompt's share of the step's fixed cost) grows wi
 instance as M/D/1; Zhong et al., OSDI'24, section 3.1) with ``c`` instances sharing the queue
 (the simulator's least-outstanding-work router behaves so), and a prompt's first token waits for
 its whole batch step. TTFT percentiles combine the exponential-tail wait with the prompt-length
-distribution exactly (:func:`~layoutopt.perf_model.queueing.wait_plus_service_quantiles`). TPOT
-quantiles are normal around the mean with the spread of the batch (and, colocated, of the prompts
-riding in a request's steps).
+distribution exactly (:func:`~layoutopt.perf_model.queueing.wait_plus_service_quantiles`). Decode
+TPOT quantiles are normal around the mean with the spread of the batch; colocated ones add the
+prompts riding in a request's steps (a busy period, right-skewed: a lognormal per output length,
+mixed over output lengths).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from layoutopt.perf_model.costs import PhaseCosts
 from layoutopt.perf_model.queueing import (
     mgc_wait_arrays,
+    normal_cdf_array,
     normal_quantile,
     slot_wait_arrays,
     wait_plus_service_quantiles,
@@ -324,8 +326,10 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
         cond = np.where(p_wait > 0, (delay + p_slot * cond_slot + queue_wait) / np.maximum(p_wait, 1e-12), 0.0)
     ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
     ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
-    spread = np.sqrt(costs.decode_spread_at(n) ** 2 + prompts_per_step * extra_sq * costs.inverse_decode_steps_mean)
-    tpot_q = np.maximum(tau[:, None] + _z(quantiles) * spread[:, None], costs.decode_at(1.0))
+    own_step = (d + mean_extra + delay) * busy + extra.min(axis=1) * (1.0 - busy)
+    tpot_q = np.maximum(_colocated_tpot_quantiles(costs, rate, tau, mean_extra, extra_sq * _tail_factor(costs),
+                                                  own_step, costs.decode_spread_at(n), quantiles),
+                        costs.decode_at(1.0))
     # Stable while the rate still grows with the batch, the budget holds the prompt tokens of a
     # step, and the batch fits.
     tau_up, rate_up, _, _ = _colocated_tau(costs, n * 1.02 + 1e-3, steps, population)
@@ -335,6 +339,54 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     util = np.minimum(prompts_per_step, 1.0)
     return Rows(quantiles, rate, n, np.where(stable, ttft_mean, np.inf), ttft_q, tau, tpot_q, util, stable,
                 p_wait, np.where(stable, cond, np.inf), service)
+
+
+def _colocated_tpot_quantiles(costs: PhaseCosts, rate: np.ndarray, tau: np.ndarray, mean_extra: np.ndarray,
+                              extra_sq: np.ndarray, own_step: np.ndarray, decode_spread: np.ndarray,
+                              quantiles: tuple[float, ...]) -> np.ndarray:
+    """TPOT quantiles (rows, quantiles) of a colocated request: its m = O - 1 decode steps plus the
+    prompts whose chunks ride in them.
+
+    Every prompt that arrives while the request decodes adds W to its life, and so do those that
+    arrive meanwhile: the life is an M/G/1 busy period started by the request's own decode work
+    (prompt load rho = lambda E[W]), mean m d / (1 - rho), variance m d lambda E[W^2] / (1 - rho)^3.
+    It also starts behind the prompts that arrived during the step that finished its own prompt
+    (b, compound Poisson over that step), which weigh more on short outputs (b / m). Given m,
+    TPOT = life / m is right-skewed (a compound-Poisson sum): lognormal matched on its mean and
+    variance (the batch's spread added); the quantiles are those of the mixture over output lengths.
+    """
+    if costs.output_steps is None:
+        steps = np.array([_decode_steps(costs)])
+        weights = np.ones(1)
+    else:
+        steps, weights = costs.output_steps, costs.output_weights
+    rho = np.clip(rate * mean_extra, 0.0, 0.99)[:, None]
+    inv = 1.0 / steps[None, :]
+    backlog = (rate * own_step * mean_extra)[:, None] / (1.0 - rho)          # mean, busy period included
+    backlog_var = (rate * own_step * extra_sq)[:, None] / (1.0 - rho) ** 2
+    mean = tau[:, None] + backlog * inv                                        # (rows, output bins)
+    var = (decode_spread[:, None] ** 2 + (rate * extra_sq * tau)[:, None] * inv / (1.0 - rho) ** 2
+           + backlog_var * inv**2)
+    sigma = np.sqrt(np.log1p(var / np.maximum(mean, 1e-12) ** 2))
+    mu = np.log(np.maximum(mean, 1e-12)) - 0.5 * sigma**2
+    return _lognormal_mixture_quantiles(mu, np.maximum(sigma, 1e-9), weights, quantiles)
+
+
+def _lognormal_mixture_quantiles(mu: np.ndarray, sigma: np.ndarray, weights: np.ndarray,
+                                 quantiles: tuple[float, ...], iterations: int = 40) -> np.ndarray:
+    """Quantiles (rows, quantiles) of sum_j w_j LogNormal(mu_ij, sigma_ij): bisection in log time
+    between the smallest and largest component quantile (the mixture's lies between them)."""
+    z = _z(quantiles)[:, :, None]                                     # (1, q, 1)
+    comp = mu[:, None, :] + z * sigma[:, None, :]                     # (rows, q, bins)
+    low, high = comp.min(axis=2), comp.max(axis=2)
+    w = (weights / weights.sum())[None, None, :]
+    q = np.asarray(quantiles)[None, :]
+    for _ in range(iterations):
+        mid = 0.5 * (low + high)
+        cdf = (w * normal_cdf_array((mid[:, :, None] - mu[:, None, :]) / sigma[:, None, :])).sum(axis=2)
+        below = cdf < q
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    return np.exp(0.5 * (low + high))
 
 
 def _tail_factor(costs: PhaseCosts) -> float:
