@@ -170,6 +170,11 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
         bottleneck = {"prefill": point.bottleneck if point.bottleneck in ("queueing",) else costs.prefill_bottleneck,
                       "decode": point.bottleneck}
         throughput = point.throughput_rps * instances
+        if load == "open" and not point.stable:
+            throughput = instances * _max_stable_rate(lambda r: load_at_rate(costs, "colocated", r).stable,
+                                                      rate / instances)
+            per_instance = system = point.model_copy(
+                update={"decode_batch": min(point.decode_batch, costs.max_batch_size)})
         _note_capacity(notes, costs, concurrency / instances if concurrency else None)
     else:
         link = kv_link or kv_transfer_link(gpu, prefill_layout, decode_layout)
@@ -186,7 +191,16 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
             # first decode step: the two waits combine as distributions, not as a mean added on.
             ttft = series_ttft(p_rows, d_rows, pool.input_weights)
             stable = p.stable and per_instance.stable
-            system = per_instance.model_copy(update={"ttft_ms": ttft, "stable": stable, "throughput_rps": rate})
+            served = rate
+            if not stable:
+                def drains(r: float) -> bool:
+                    return (rows_at_rate(pool, "prefill", r).point(0, pool, "prefill").stable
+                            and rows_at_rate(dcosts, "decode", r / decode_instances).point(0, dcosts, "decode").stable)
+
+                served = _max_stable_rate(drains, rate)
+                per_instance = per_instance.model_copy(
+                    update={"decode_batch": min(per_instance.decode_batch, dcosts.max_batch_size)})
+            system = per_instance.model_copy(update={"ttft_ms": ttft, "stable": stable, "throughput_rps": served})
             bottleneck = {"prefill": p.bottleneck, "decode": per_instance.bottleneck}
         else:
             system, per_instance = disaggregated_closed_loop(pcosts, prefill_instances, dcosts, decode_instances,
@@ -204,6 +218,23 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
                    throughput, mems, bottleneck, notes, disaggregated)
 
 
+def _max_stable_rate(drains, offered_rps: float, iterations: int = 40) -> float:
+    """The highest rate (req/s) below ``offered_rps`` at which ``drains(rate)`` holds, by bisection.
+
+    Past it queues grow without bound, so it is the throughput an overloaded deployment delivers.
+    """
+    low, high = 0.0, offered_rps
+    for _ in range(iterations):
+        middle = (low + high) / 2
+        if drains(middle):
+            low = middle
+        else:
+            high = middle
+        if high - low <= 1e-4 * offered_rps:
+            break
+    return low
+
+
 def _note_capacity(notes: list[str], costs: PhaseCosts, concurrency: float | None) -> None:
     if concurrency is not None and concurrency > costs.max_batch_size:
         notes.append(f"{concurrency:g} requests per instance exceed the KV capacity of {costs.max_batch_size} "
@@ -213,7 +244,8 @@ def _note_capacity(notes: list[str], costs: PhaseCosts, concurrency: float | Non
 def _result(model, gpu, engine, work, load, concurrency, rate, layouts, counts, gpus, system: LoadPoint,
             per_instance: LoadPoint, throughput: float, mems, bottleneck, notes, disaggregated) -> Estimate:
     if not system.stable:
-        notes.append("the offered rate exceeds what the deployment drains: queues grow without bound")
+        notes.append(f"the offered rate exceeds what the deployment drains ({throughput:,.3g} req/s): queues grow "
+                     "without bound, so TTFT does too")
     out_tok = throughput * work.mean_output_tokens
     tpot_mean = system.tpot_ms.mean
     return Estimate(
