@@ -28,6 +28,7 @@ from layoutopt.hardware_catalog.budget import Budget
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.perf_model.links import Link
 from layoutopt.topology.cluster import Cluster
+from layoutopt.optimizer.space import powers_of_two
 
 GBIT_PER_GB = 8.0
 
@@ -74,14 +75,6 @@ class ClusterLimits(BaseModel):
             for t in self.cross_rack_links)
 
 
-def _powers_of_two(limit: int) -> list[int]:
-    values, value = [], 1
-    while value <= limit:
-        values.append(value)
-        value *= 2
-    return values
-
-
 def cluster_budget(cluster: Cluster, budget: Budget | None) -> Budget:
     """Free GPUs of the cluster, cut to ``budget``'s counts and $ cap when one is given too."""
     cap = budget.max_usd_per_hour if budget is not None else None
@@ -110,7 +103,7 @@ def cluster_limits(cluster: Cluster, budget: Budget) -> ClusterLimits:
         for t in types:
             free = sum(len(cluster.nodes[n].free_indices()) for n in rack.nodes if cluster.nodes[n].gpu == t)
             rack_gpus[t] = max(rack_gpus.get(t, 0), free)
-    capacity = {t: {s: sum(s * (f // s) for f in frees) for s in _powers_of_two(max(frees, default=0))}
+    capacity = {t: {s: sum(s * (f // s) for f in frees) for s in powers_of_two(max(frees, default=0))}
                 for t, frees in domain_free.items()}
     nic = {t: min(n.nic_gb_per_s_per_gpu for n in cluster.nodes.values() if n.gpu == t) for t in types}
     return ClusterLimits(

@@ -45,7 +45,8 @@ class Proposal(BaseModel):
         return f"{self.role}-{self.gpu.name}-{self.layout.short_name()}"
 
 
-def _powers_of_two(limit: int) -> list[int]:
+def powers_of_two(limit: int) -> list[int]:
+    """1, 2, 4, ... up to ``limit`` (the degrees engines support)."""
     values, value = [], 1
     while value <= limit:
         values.append(value)
@@ -69,14 +70,14 @@ def precision_pairs(gpu: GpuSpec, precision: str) -> list[tuple[Precision, Preci
 def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role, long_prompts: bool) -> Iterator[dict]:
     """Parallel degrees (tp, pp, ep, dp, dcp, pcp) of one role on one GPU type."""
     domain = gpu.scaleup_domain_gpus
-    tps = _powers_of_two(min(domain, MAX_TP_SIZE))
-    dps = _powers_of_two(domain) if model.is_moe else [1]
+    tps = powers_of_two(min(domain, MAX_TP_SIZE))
+    dps = powers_of_two(domain) if model.is_moe else [1]
     pcps = [1] + ([p for p in PCP_SIZES] if long_prompts and role != "decode" else [])
     for tp in tps:
         dcps = [1]
         if role != "prefill" and tp > model.num_kv_heads:
             # MLA counts as one KV head: its latent cache is duplicated on every TP rank.
-            dcps += [d for d in _powers_of_two(tp // model.num_kv_heads) if d > 1]
+            dcps += [d for d in powers_of_two(tp // model.num_kv_heads) if d > 1]
         for dp in dps:
             for pcp in pcps:
                 if tp * dp * pcp > domain:
@@ -84,7 +85,7 @@ def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role, long_prompts
                 eps = [1] + ([tp * dp] if model.is_moe and tp * dp > 1 else [])
                 for ep in eps:
                     for dcp in dcps:
-                        for pp in _powers_of_two(MAX_PP_SIZE):
+                        for pp in powers_of_two(MAX_PP_SIZE):
                             yield dict(tp_size=tp, pp_size=pp, ep_size=ep, dp_size=dp, dcp_size=dcp, pcp_size=pcp)
 
 
