@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--engine", help="only this engine (vllm, sglang, trtllm)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
+    if not Path(args.csv).is_file():
+        parser.error(f"measurement CSV not found: {args.csv} (pass its path as the first argument)")
     report = evaluate(Path(args.csv), args.engine)
     print(json.dumps(report, indent=2) if args.json else render(report))
 

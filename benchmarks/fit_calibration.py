@@ -93,6 +93,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60, help="Nelder-Mead iterations")
     parser.add_argument("--dry-run", action="store_true", help="report only; do not write the profiles")
     args = parser.parse_args()
+    if not Path(args.csv).is_file():
+        parser.error(f"measurement CSV not found: {args.csv} (pass its path as the first argument)")
     cases, _ = load_cases(Path(args.csv))
     engines = args.engine or sorted({c.engine for c in cases})
     today = datetime.date.today().isoformat()
