@@ -164,6 +164,22 @@ def test_colocated_chunked_prefill_raises_tpot():
     assert colocated.tpot_ms.mean > decode.tpot_ms.mean * 1.15
 
 
+def test_prompts_sharing_a_step_forfeit_the_idle_compute_of_the_decode_step():
+    from layoutopt.perf_model.load import _sharing_penalty
+
+    n = np.array([10.0, 60.0])
+    shared = 1.0 - (1.0 - np.exp(-n / 199.0)) / (n / 199.0)
+    linear = _costs(input_tokens=(400.0, 1000.0), weights=(1.0, 1.0))
+    # W proportional to L: two prompts in one step cost what they cost apart.
+    assert np.allclose(_sharing_penalty(linear, n, linear.prompt_extra_at(n), n / 199.0), 0.0)
+    # Roofline: the first 500 tokens ride free (W = 0 at 400, 50 ms at 1000, linear between and
+    # beyond), so every pair loses 400 tokens' worth of slack, 33 ms, shared by its co-rider.
+    roof_extra = np.array([0.0, 0.05])
+    roof = dataclasses.replace(linear, prompt_extra_s=np.vstack([roof_extra, roof_extra]))
+    penalty = _sharing_penalty(roof, n, roof.prompt_extra_at(n), n / 199.0)
+    assert np.allclose(penalty, 0.05 * 400.0 / 600.0 * shared)
+
+
 def test_overload_is_unstable():
     assert not load_at_rate(_costs(), "prefill", 11.0).stable
     assert not load_at_rate(_costs(max_batch=16), "decode", 50.0).stable

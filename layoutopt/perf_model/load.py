@@ -29,6 +29,7 @@ mixed over output lengths).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -507,8 +508,50 @@ def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: f
     """(tau, rate, decode-only step, extra seconds per prompt length) at decode batches ``n``."""
     d = costs.decode_at(seen_batch(costs, n, population))
     extra = costs.prompt_extra_at(n)
+    extra = extra + _sharing_penalty(costs, n, extra, n / steps)[:, None]
     tau = d + n * (extra * costs.input_weights).sum(axis=1) / steps
     return tau, n / (steps * tau), d, extra
+
+
+def _sharing_penalty(costs: PhaseCosts, n: np.ndarray, extra: np.ndarray, per_step: np.ndarray) -> np.ndarray:
+    """Seconds added per prompt (rows) because prompts that arrive together share one mixed step.
+
+    W(L, n) is a lone prompt's extra; the mixed step is roofline-shaped (the first prompt tokens
+    fill the memory-bound decode step's idle compute nearly free), so two prompts in one step cost
+    W(L1 + L2) > W(L1) + W(L2): each co-rider forfeits that slack once. A step takes the prompts
+    that arrived during the previous one, k ~ Poisson(mu), mu = lambda tau = n / (O - 1), so per
+    prompt the penalty is E[W(L1 + L2) - W(L1) - W(L2); L1 + L2 within the budget] E[(k - 1)^+] / E[k].
+    """
+    tokens, w = costs.input_tokens, costs.input_weights
+    if len(tokens) < 2 or not np.any(extra):
+        return np.zeros(len(n))
+    pair, pair_w, coefficients = _pair_terms(tokens.tobytes(), w.tobytes())
+    # Only prompts that fit the step's token budget together share it; longer ones run as their
+    # own chunks, in steps of their own (and their attention stays within each prompt).
+    fits = pair[None, :] <= np.maximum(costs.chunk_tokens - np.asarray(n, dtype=float), 0.0)[:, None]
+    gap = ((extra @ coefficients) * (pair_w * fits)).sum(axis=1)
+    mu = np.maximum(np.asarray(per_step, dtype=float), 1e-12)
+    shared = 1.0 - (-np.expm1(-mu)) / mu
+    return gap * shared
+
+
+@lru_cache(maxsize=256)
+def _pair_terms(tokens_bytes: bytes, weights_bytes: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(L1 + L2, pair weight, (bins, pairs) coefficients of W(L1 + L2) - W(L1) - W(L2)) over all
+    pairs of length bins; W at a pair's total is linear in L between the bins and beyond the last."""
+    tokens, w = np.frombuffer(tokens_bytes), np.frombuffer(weights_bytes)
+    bins = len(tokens)
+    pair = (tokens[:, None] + tokens[None, :]).ravel()
+    pair_w = (w[:, None] * w[None, :]).ravel()
+    i = np.clip(np.searchsorted(tokens, pair) - 1, 0, bins - 2)
+    frac = (pair - tokens[i]) / (tokens[i + 1] - tokens[i])
+    columns = np.arange(len(pair))
+    coefficients = np.zeros((bins, len(pair)))
+    np.add.at(coefficients, (i, columns), 1.0 - frac)
+    np.add.at(coefficients, (i + 1, columns), frac)
+    np.add.at(coefficients, (np.repeat(np.arange(bins), bins), columns), -1.0)
+    np.add.at(coefficients, (np.tile(np.arange(bins), bins), columns), -1.0)
+    return pair, pair_w, coefficients
 
 
 def rows_for(costs: PhaseCosts, phase: str, arrival_scv: float = 1.0,
