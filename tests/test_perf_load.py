@@ -255,6 +255,20 @@ def test_slot_wait_grows_when_a_full_batch_steps_slower():
     assert p_wait[0] == 1.0 and math.isinf(cond[0])
 
 
+def test_instances_behind_one_router_pool_their_decode_slots():
+    # Two instances at the same per-instance rate share 2 x 16 slots: a many-server wait (the
+    # pool's rate and slots) is shorter than each instance's own; one instance is unchanged.
+    costs = _costs(max_batch=16)
+    for phase in ("decode", "colocated"):
+        rate = 0.9 * max(r for r in np.linspace(0.1, 20.0, 200) if load_at_rate(costs, phase, r).stable)
+        alone = rows_at_rate(costs, phase, rate)
+        assert rows_at_rate(costs, phase, rate, instances=1).ttft_mean_s[0] == alone.ttft_mean_s[0]
+        pooled = rows_at_rate(costs, phase, rate, instances=2)
+        assert pooled.ttft_wait_probability[0] * pooled.ttft_wait_conditional_s[0] < (
+            alone.ttft_wait_probability[0] * alone.ttft_wait_conditional_s[0])
+        assert pooled.tpot_mean_s[0] == pytest.approx(alone.tpot_mean_s[0], rel=1e-9)
+
+
 def test_disaggregated_ttft_combines_the_decode_slot_wait_as_a_distribution():
     from layoutopt.perf_model.load import series_ttft
 

@@ -160,7 +160,8 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
     if not disaggregated:
         costs = phase_costs(layout=layout, role="colocated", max_batch_size=max_batch_size, **common)
         if load == "open":
-            point = load_at_rate(costs, "colocated", rate / instances)
+            # The router balances the instances, so their decode slots are one pooled resource.
+            point = load_at_rate(costs, "colocated", rate / instances, instances=instances)
         else:
             point = colocated_closed_loop(costs, concurrency / instances, cohort)
         system, per_instance = point, point
@@ -171,8 +172,8 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
                       "decode": point.bottleneck}
         throughput = point.throughput_rps * instances
         if load == "open" and not point.stable:
-            throughput = instances * _max_stable_rate(lambda r: load_at_rate(costs, "colocated", r).stable,
-                                                      rate / instances)
+            throughput = instances * _max_stable_rate(
+                lambda r: load_at_rate(costs, "colocated", r, instances=instances).stable, rate / instances)
             per_instance = system = point.model_copy(
                 update={"decode_batch": min(point.decode_batch, costs.max_batch_size)})
         _note_capacity(notes, costs, concurrency / instances if concurrency else None)
@@ -184,7 +185,8 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
             # The prefill pool shares one queue (least-outstanding-work routing): G/G/c, c = instances.
             pool = dataclasses.replace(pcosts, prefill_servers=pcosts.prefill_servers * prefill_instances)
             p_rows = rows_at_rate(pool, "prefill", rate)
-            d_rows = rows_at_rate(dcosts, "decode", rate / decode_instances)
+            # The decode pool's slots are shared through the router (one many-server slot wait).
+            d_rows = rows_at_rate(dcosts, "decode", rate / decode_instances, instances=decode_instances)
             p = p_rows.point(0, pool, "prefill")
             per_instance = d_rows.point(0, dcosts, "decode")
             # The prefill queue, prefill and KV transfer, then the wait for a decode slot and the
@@ -195,7 +197,8 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
             if not stable:
                 def drains(r: float) -> bool:
                     return (rows_at_rate(pool, "prefill", r).point(0, pool, "prefill").stable
-                            and rows_at_rate(dcosts, "decode", r / decode_instances).point(0, dcosts, "decode").stable)
+                            and rows_at_rate(dcosts, "decode", r / decode_instances, instances=decode_instances)
+                            .point(0, dcosts, "decode").stable)
 
                 served = _max_stable_rate(drains, rate)
                 per_instance = per_instance.model_copy(

@@ -144,21 +144,27 @@ def seen_batch(costs: PhaseCosts, n: np.ndarray, population: float | None = None
 
 
 def _slot_wait(costs: PhaseCosts, rate: np.ndarray, residence_s: np.ndarray, full_residence_s: np.ndarray,
-               population: float | None) -> tuple[np.ndarray, np.ndarray]:
+               population: float | None, instances: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Wait for one of the instance's ``max_batch_size`` sequence slots (KV memory, --max-num-seqs);
     ``full_residence_s`` is a sequence's residence when every slot is held (slower steps).
+
+    ``rate`` is per instance. With ``instances`` > 1 behind the router (fewest outstanding requests) the
+    slots of the pool act as one many-server resource (the router sends an arrival to the instance
+    with room), so the wait is that of ``instances`` x slots at the pool's rate.
 
     A closed loop never holds more requests than slots here (the rest wait outside, see
     ``closed_loop``), so only open-loop arrivals wait for a slot.
     """
     if population is not None:
         return np.zeros_like(rate), np.zeros_like(rate)
-    return slot_wait_arrays(rate, residence_s, float(costs.max_batch_size), costs.reservation_scv,
+    k = max(int(instances), 1)
+    return slot_wait_arrays(rate * k, residence_s, float(costs.max_batch_size) * k, costs.reservation_scv,
                             full_residence_s)
 
 
 def decode_rows(costs: PhaseCosts, batch: np.ndarray | None = None,
-                quantiles: tuple[float, ...] = QUANTILES, population: float | None = None) -> Rows:
+                quantiles: tuple[float, ...] = QUANTILES, population: float | None = None,
+                instances: int = 1) -> Rows:
     """Decode-role instance at each batch size.
 
     TTFT is the wait for a sequence slot, the rest of the step in progress and the first decode
@@ -175,7 +181,7 @@ def decode_rows(costs: PhaseCosts, batch: np.ndarray | None = None,
     spread = costs.decode_spread_at(n)
     tpot_q = np.maximum(tau[:, None] + _z(quantiles) * spread[:, None], costs.decode_at(1.0))
     tau_full = costs.decode_at(float(costs.max_batch_size))
-    p_wait, cond = _slot_wait(costs, rate, steps * tau + tau, (steps + 1.0) * tau_full, population)
+    p_wait, cond = _slot_wait(costs, rate, steps * tau + tau, (steps + 1.0) * tau_full, population, instances)
     # A sequence whose KV has arrived joins the batch at the next step boundary (half a step on
     # average while the instance decodes), then its first step produces the first token.
     first = tau * (1.0 + 0.5 * np.minimum(n, 1.0))
@@ -367,7 +373,8 @@ def _full_batch_occupancy(costs: PhaseCosts) -> float:
 
 
 def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_scv: float = 1.0,
-                   quantiles: tuple[float, ...] = QUANTILES, population: float | None = None) -> Rows:
+                   quantiles: tuple[float, ...] = QUANTILES, population: float | None = None,
+                   instances: int = 1) -> Rows:
     """Colocated instance with chunked prefill at each decode batch size ``n``.
 
     A prompt of length L adds W(L, n) seconds to the decode steps its chunks ride in
@@ -399,7 +406,11 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     delay = prompts_per_step * mean_extra * busy
     service = (d + rest_of_step)[:, None] * busy[:, None] + extra + costs.request_overhead_s
     residence = steps * tau + (service * weights).sum(axis=1) + delay
-    p_slot, cond_slot = _slot_wait(costs, rate, residence, residence, population)
+    # With every slot held the steps run at the full batch, so a sequence resides longer (as for
+    # decode_rows); the slot wait's drain and its pull back to the mean use that residence.
+    tau_full = _colocated_tau(costs, np.array([float(costs.max_batch_size)]), steps, population)[0]
+    full_residence = residence + steps * np.maximum(tau_full - tau, 0.0)
+    p_slot, cond_slot = _slot_wait(costs, rate, residence, full_residence, population, instances)
     # Prompt chunks go in arrival order, so a prompt also queues behind the backlog of earlier
     # prompts (a long prompt holds the budget for several steps): M/G/1 over the budget left by
     # decode tokens, each prompt occupying its own work plus its token share of a step's decode.
@@ -555,39 +566,43 @@ def _pair_terms(tokens_bytes: bytes, weights_bytes: bytes) -> tuple[np.ndarray, 
 
 
 def rows_for(costs: PhaseCosts, phase: str, arrival_scv: float = 1.0,
-             quantiles: tuple[float, ...] = QUANTILES, points: int = _GRID_POINTS) -> Rows:
-    """The load grid of a phase ('prefill', 'decode' or 'colocated') with ``points`` rows."""
+             quantiles: tuple[float, ...] = QUANTILES, points: int = _GRID_POINTS, instances: int = 1) -> Rows:
+    """The load grid of a phase ('prefill', 'decode' or 'colocated') with ``points`` rows, per
+    instance of a pool of ``instances`` that share their decode slots (:func:`_slot_wait`)."""
     if phase == "prefill":
         top = max(costs.prefill_servers, 1) / _full_batch_occupancy(costs)
         return prefill_rows(costs, np.geomspace(1e-4, 0.999, points) * top, arrival_scv, quantiles)
     if phase == "decode":
-        return decode_rows(costs, batch_grid(costs, points), quantiles)
-    return colocated_rows(costs, batch_grid(costs, points), arrival_scv, quantiles)
+        return decode_rows(costs, batch_grid(costs, points), quantiles, instances=instances)
+    return colocated_rows(costs, batch_grid(costs, points), arrival_scv, quantiles, instances=instances)
 
 
 def rows_at_rate(costs: PhaseCosts, phase: str, rate_rps: float, arrival_scv: float = 1.0,
-                 quantiles: tuple[float, ...] = QUANTILES) -> Rows:
-    """One row at ``rate_rps``: the batch is interpolated from the monotone rate(batch) curve."""
+                 quantiles: tuple[float, ...] = QUANTILES, instances: int = 1) -> Rows:
+    """One row at ``rate_rps`` (per instance of a pool of ``instances``): the batch is interpolated
+    from the monotone rate(batch) curve."""
     if phase == "prefill":
         return prefill_rows(costs, np.array([rate_rps]), arrival_scv, quantiles)
-    grid = rows_for(costs, phase, arrival_scv, quantiles)
+    grid = rows_for(costs, phase, arrival_scv, quantiles, instances=instances)
     rates = np.maximum.accumulate(grid.rate_rps)
     if rate_rps > rates[grid.stable].max(initial=0.0):
         n = float(costs.max_batch_size) * 1.5  # beyond the stable range: report the overload
-        rows = (decode_rows(costs, np.array([n]), quantiles) if phase == "decode"
-                else colocated_rows(costs, np.array([n]), arrival_scv, quantiles))
+        rows = (decode_rows(costs, np.array([n]), quantiles, instances=instances) if phase == "decode"
+                else colocated_rows(costs, np.array([n]), arrival_scv, quantiles, instances=instances))
         inf = np.array([np.inf])
         return Rows(rows.quantiles, np.array([rate_rps]), rows.batch, inf, rows.ttft_q_s * np.inf, rows.tpot_mean_s,
                     rows.tpot_q_s, np.array([1.0]), np.array([False]), np.array([1.0]), inf, rows.ttft_service_s)
     n = float(np.interp(rate_rps, rates, grid.batch))
     if phase == "decode":
-        return decode_rows(costs, np.array([n]), quantiles)
-    return colocated_rows(costs, np.array([n]), arrival_scv, quantiles)
+        return decode_rows(costs, np.array([n]), quantiles, instances=instances)
+    return colocated_rows(costs, np.array([n]), arrival_scv, quantiles, instances=instances)
 
 
-def load_at_rate(costs: PhaseCosts, phase: str, rate_rps: float, arrival_scv: float = 1.0) -> LoadPoint:
-    """Open-loop steady state of one instance of ``phase`` at ``rate_rps`` (Poisson by default)."""
-    return rows_at_rate(costs, phase, rate_rps, arrival_scv).point(0, costs, phase)
+def load_at_rate(costs: PhaseCosts, phase: str, rate_rps: float, arrival_scv: float = 1.0,
+                 instances: int = 1) -> LoadPoint:
+    """Open-loop steady state of one instance of ``phase`` at ``rate_rps`` (Poisson by default),
+    one of a pool of ``instances`` behind one router."""
+    return rows_at_rate(costs, phase, rate_rps, arrival_scv, instances=instances).point(0, costs, phase)
 
 
 def max_stable_rate_rps(rows: Rows) -> float:
