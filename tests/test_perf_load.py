@@ -165,7 +165,7 @@ def test_colocated_chunked_prefill_raises_tpot():
 
 
 def test_prompts_sharing_a_step_forfeit_the_idle_compute_of_the_decode_step():
-    from layoutopt.perf_model.load import _sharing_penalty
+    from layoutopt.perf_model.load_colocated import _sharing_penalty
 
     n = np.array([10.0, 60.0])
     shared = 1.0 - (1.0 - np.exp(-n / 199.0)) / (n / 199.0)

@@ -1,0 +1,220 @@
+"""Open-loop colocated instances: decode with chunked prefill riding in its steps (see :mod:`layoutopt.perf_model.load`)."""
+
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from layoutopt.perf_model.costs import PhaseCosts
+from layoutopt.perf_model.load_rows import (
+    Rows,
+    _decode_steps,
+    _slot_wait,
+    _with_defaults,
+    _z,
+    batch_grid,
+    seen_batch,
+)
+from layoutopt.perf_model.queueing import (
+    normal_cdf_array,
+    wait_plus_service_quantiles,
+)
+
+QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
+
+
+def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_scv: float = 1.0,
+                   quantiles: tuple[float, ...] = QUANTILES, population: float | None = None,
+                   instances: int = 1) -> Rows:
+    """Colocated instance with chunked prefill at each decode batch size ``n``.
+
+    A prompt of length L adds W(L, n) seconds to the decode steps its chunks ride in
+    (``prompt_extra_at``). Over a long run, steps advance the batch by one token each and prompts
+    arrive at lambda: tau = d(n) + lambda tau E[W], and Little's law n = lambda (O - 1) tau gives
+    tau = d(n) + n E[W] / (O - 1) and the rate, both closed forms in n.
+
+    A request's TPOT adds the prompts that arrive during its life, ~ Poisson(lambda (O_i - 1) tau),
+    each adding W / (O_i - 1): variance lambda tau E[W^2] E[1 / (O - 1)], on top of the batch's
+    spread. Its TTFT: the rest of the step in progress (length-biased), its own mixed step
+    d(n) + W(L, n), the wait for a sequence slot near the batch limit, the request overhead.
+    """
+    quantiles = _with_defaults(quantiles)
+    n = batch_grid(costs) if batch is None else np.asarray(batch, dtype=float)
+    steps = _decode_steps(costs)
+    weights = costs.input_weights
+    tau, rate, d, extra = _colocated_tau(costs, n, steps, population)
+    mean_extra = (extra * weights).sum(axis=1)
+    extra_sq = (extra**2 * weights).sum(axis=1)
+    prompts_per_step = rate * tau                                   # lambda tau
+    # Before its own step a prompt waits for the rest of the step in progress (length-biased:
+    # E[T^2] / (2 E[T]) over decode-only and prompt steps) and rides with the prompts that arrive
+    # meanwhile (lambda tau of them, each adding E[W]). The rest of a step is bounded by one step
+    # (steps vary little), so it counts with its mean in the service, not with an exponential tail;
+    # the riders, whose number varies, are the exponential part of the delay.
+    second = d**2 + prompts_per_step * (2.0 * d * mean_extra + extra_sq)
+    busy = np.minimum(n, 1.0)
+    rest_of_step = 0.5 * second / tau * busy
+    delay = prompts_per_step * mean_extra * busy
+    service = (d + rest_of_step)[:, None] * busy[:, None] + extra + costs.request_overhead_s
+    residence = steps * tau + (service * weights).sum(axis=1) + delay
+    # With every slot held the steps run at the full batch, so a sequence resides longer (as for
+    # decode_rows); the slot wait's drain and its pull back to the mean use that residence.
+    tau_full = _colocated_tau(costs, np.array([float(costs.max_batch_size)]), steps, population)[0]
+    full_residence = residence + steps * np.maximum(tau_full - tau, 0.0)
+    p_slot, cond_slot = _slot_wait(costs, rate, residence, full_residence, population, instances)
+    # Prompt chunks go in arrival order, so a prompt also queues behind the backlog of earlier
+    # prompts (a long prompt holds the budget for several steps): M/G/1 over the budget left by
+    # decode tokens, each prompt occupying its own work plus its token share of a step's decode.
+    budget = np.maximum(costs.chunk_tokens - n, 1.0)
+    occupancy = extra + (d * busy)[:, None] * np.minimum(costs.input_tokens_uncached[None, :] / budget[:, None], 1.0)
+    rho = rate * (occupancy * weights).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        queue_wait = (rate * (occupancy**2 * weights).sum(axis=1) * _tail_factor(costs) * (arrival_scv + 1.0) / 4.0
+                      / (1.0 - rho))
+    queue_wait = np.where(rho < 1.0, queue_wait, np.inf)
+    p_queue = np.minimum(rho, 1.0)
+    p_wait = 1.0 - (1.0 - busy) * (1.0 - p_slot) * (1.0 - p_queue)
+    with np.errstate(invalid="ignore"):
+        cond = np.where(p_wait > 0, (delay + p_slot * cond_slot + queue_wait) / np.maximum(p_wait, 1e-12), 0.0)
+    ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
+    ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
+    own_step = (d + mean_extra + delay) * busy + extra.min(axis=1) * (1.0 - busy)
+    tpot_q = np.maximum(_colocated_tpot_quantiles(costs, rate, tau, mean_extra, extra_sq * _tail_factor(costs),
+                                                  own_step, costs.decode_spread_at(n), quantiles),
+                        costs.decode_at(1.0))
+    # Stable while the rate still grows with the batch, the budget holds the prompt tokens of a
+    # step, and the batch fits.
+    _, rate_up, _, _ = _colocated_tau(costs, n * 1.02 + 1e-3, steps, population)
+    prompt_tokens = n * costs.mean_input_tokens / steps
+    stable = ((rate_up > rate) & (prompt_tokens <= budget) & (rho < 1.0)
+              & (n <= costs.max_batch_size * (1 + 1e-9)))
+    util = np.minimum(prompts_per_step, 1.0)
+    return Rows(quantiles, rate, n, np.where(stable, ttft_mean, np.inf), ttft_q, tau, tpot_q, util, stable,
+                p_wait, np.where(stable, cond, np.inf), service)
+
+
+def _colocated_tpot_quantiles(costs: PhaseCosts, rate: np.ndarray, tau: np.ndarray, mean_extra: np.ndarray,
+                              extra_sq: np.ndarray, own_step: np.ndarray, decode_spread: np.ndarray,
+                              quantiles: tuple[float, ...]) -> np.ndarray:
+    """TPOT quantiles (rows, quantiles) of a colocated request: its m = O - 1 decode steps plus the
+    prompts whose chunks ride in them.
+
+    Every prompt that arrives while the request decodes adds W to its life, and so do those that
+    arrive meanwhile: the life is an M/G/1 busy period started by the request's own decode work
+    (prompt load rho = lambda E[W]), mean m d / (1 - rho), variance m d lambda E[W^2] / (1 - rho)^3.
+    It also starts behind the prompts that arrived during the step that finished its own prompt
+    (b, compound Poisson over that step), which weigh more on short outputs (b / m). Given m,
+    TPOT = life / m is right-skewed (a compound-Poisson sum): lognormal matched on its mean and
+    variance (the batch's spread added); the quantiles are those of the mixture over output lengths.
+    """
+    if costs.output_steps is None:
+        steps = np.array([_decode_steps(costs)])
+        weights = np.ones(1)
+    else:
+        steps, weights = costs.output_steps, costs.output_weights
+    rho = np.clip(rate * mean_extra, 0.0, 0.99)[:, None]
+    inv = 1.0 / steps[None, :]
+    backlog = (rate * own_step * mean_extra)[:, None] / (1.0 - rho)          # mean, busy period included
+    backlog_var = (rate * own_step * extra_sq)[:, None] / (1.0 - rho) ** 2
+    mean = tau[:, None] + backlog * inv                                        # (rows, output bins)
+    var = (decode_spread[:, None] ** 2 + (rate * extra_sq * tau)[:, None] * inv / (1.0 - rho) ** 2
+           + backlog_var * inv**2)
+    sigma = np.sqrt(np.log1p(var / np.maximum(mean, 1e-12) ** 2))
+    mu = np.log(np.maximum(mean, 1e-12)) - 0.5 * sigma**2
+    return _lognormal_mixture_quantiles(mu, np.maximum(sigma, 1e-9), weights, quantiles)
+
+
+def _lognormal_mixture_quantiles(mu: np.ndarray, sigma: np.ndarray, weights: np.ndarray,
+                                 quantiles: tuple[float, ...], iterations: int = 40) -> np.ndarray:
+    """Quantiles (rows, quantiles) of sum_j w_j LogNormal(mu_ij, sigma_ij), all rows and quantiles
+    at once: Newton steps in log time from the moment-matched lognormal's quantile, kept inside
+    the smallest and largest component quantile (the mixture's lies between them)."""
+    z = _z(quantiles)[:, :, None]                                     # (1, q, 1)
+    comp = mu[:, None, :] + z * sigma[:, None, :]                     # (rows, q, bins)
+    low, high = comp.min(axis=2), comp.max(axis=2)
+    w = (weights / weights.sum())[None, :]
+    q = np.asarray(quantiles)[None, :]
+    # Start: the lognormal with the mixture's mean and variance (exact for one component).
+    m1 = (w * np.exp(mu + 0.5 * sigma**2)).sum(axis=1)
+    m2 = (w * np.exp(2.0 * mu + 2.0 * sigma**2)).sum(axis=1)
+    s2 = np.log(np.maximum(m2 / m1**2, 1.0 + 1e-12))
+    x = np.clip((np.log(m1) - 0.5 * s2)[:, None] + _z(quantiles) * np.sqrt(s2)[:, None], low, high)
+    inv = (1.0 / sigma)[:, None, :]
+    wq = w[:, None, :]
+    mu3 = mu[:, None, :]
+    for _ in range(iterations):
+        u = (x[:, :, None] - mu3) * inv
+        cdf = (wq * normal_cdf_array(u)).sum(axis=2)
+        pdf = (wq * np.exp(-0.5 * u * u) * inv).sum(axis=2) * 0.3989422804014327
+        # Done when every CDF is within 1e-5 of its target (the erf approximation is good to 1.5e-7)
+        # or its bracket is narrower than 1e-4 in log time.
+        if ((np.abs(cdf - q) < 1e-5) | (high - low < 1e-4)).all():
+            break
+        below = cdf < q
+        low, high = np.where(below, x, low), np.where(below, high, x)
+        step = x + (q - cdf) / np.maximum(pdf, 1e-300)
+        # Newton inside the bracket, else bisect (the CDF is monotone, so the bracket shrinks).
+        x = np.where((step > low) & (step < high), step, 0.5 * (low + high))
+    return np.exp(x)
+
+
+def _tail_factor(costs: PhaseCosts) -> float:
+    """E[S^2] of prefill time over the fine length grid / over the quantile bins (>= 1): what the
+    bins' truncated tail leaves out of a second moment."""
+    _, fine = costs.prefill_moments(0.0)
+    binned = float((costs.prefill_s**2 * costs.input_weights).sum())
+    return max(float(fine) / binned, 1.0) if binned > 0 else 1.0
+
+
+def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: float | None):
+    """(tau, rate, decode-only step, extra seconds per prompt length) at decode batches ``n``."""
+    d = costs.decode_at(seen_batch(costs, n, population))
+    extra = costs.prompt_extra_at(n)
+    extra = extra + _sharing_penalty(costs, n, extra, n / steps)[:, None]
+    tau = d + n * (extra * costs.input_weights).sum(axis=1) / steps
+    return tau, n / (steps * tau), d, extra
+
+
+def _sharing_penalty(costs: PhaseCosts, n: np.ndarray, extra: np.ndarray, per_step: np.ndarray) -> np.ndarray:
+    """Seconds added per prompt (rows) because prompts that arrive together share one mixed step.
+
+    W(L, n) is a lone prompt's extra; the mixed step is roofline-shaped (the first prompt tokens
+    fill the memory-bound decode step's idle compute nearly free), so two prompts in one step cost
+    W(L1 + L2) > W(L1) + W(L2): each co-rider forfeits that slack once. A step takes the prompts
+    that arrived during the previous one, k ~ Poisson(mu), mu = lambda tau = n / (O - 1), so per
+    prompt the penalty is E[W(L1 + L2) - W(L1) - W(L2); L1 + L2 within the budget] E[(k - 1)^+] / E[k].
+    """
+    tokens, w = costs.input_tokens, costs.input_weights
+    if len(tokens) < 2 or not np.any(extra):
+        return np.zeros(len(n))
+    pair, pair_w, coefficients = _pair_terms(tokens.tobytes(), w.tobytes())
+    # Only prompts that fit the step's token budget together share it; longer ones run as their
+    # own chunks, in steps of their own (and their attention stays within each prompt).
+    fits = pair[None, :] <= np.maximum(costs.chunk_tokens - np.asarray(n, dtype=float), 0.0)[:, None]
+    gap = ((extra @ coefficients) * (pair_w * fits)).sum(axis=1)
+    mu = np.maximum(np.asarray(per_step, dtype=float), 1e-12)
+    shared = 1.0 - (-np.expm1(-mu)) / mu
+    return gap * shared
+
+
+@lru_cache(maxsize=256)
+def _pair_terms(tokens_bytes: bytes, weights_bytes: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(L1 + L2, pair weight, (bins, pairs) coefficients of W(L1 + L2) - W(L1) - W(L2)) over all
+    pairs of length bins; W at a pair's total is linear in L between the bins and beyond the last."""
+    tokens, w = np.frombuffer(tokens_bytes), np.frombuffer(weights_bytes)
+    bins = len(tokens)
+    pair = (tokens[:, None] + tokens[None, :]).ravel()
+    pair_w = (w[:, None] * w[None, :]).ravel()
+    i = np.clip(np.searchsorted(tokens, pair) - 1, 0, bins - 2)
+    frac = (pair - tokens[i]) / (tokens[i + 1] - tokens[i])
+    columns = np.arange(len(pair))
+    coefficients = np.zeros((bins, len(pair)))
+    np.add.at(coefficients, (i, columns), 1.0 - frac)
+    np.add.at(coefficients, (i + 1, columns), frac)
+    np.add.at(coefficients, (np.repeat(np.arange(bins), bins), columns), -1.0)
+    np.add.at(coefficients, (np.tile(np.arange(bins), bins), columns), -1.0)
+    return pair, pair_w, coefficients
+
+
