@@ -76,7 +76,8 @@ def placement_notes(result: PlacementResult, cluster: Cluster, gpu_specs: Mappin
               f"{cluster.name} (placement {result.status}{spread})")]
     if result.kv_link is not None:
         scopes = sorted({p.scope.replace('_', ' ') for p in result.kv_pairings})
-        text = f"KV prefill->decode: slowest placed path {_link_text(result.kv_link)} (pairs placed: {', '.join(scopes)})"
+        text = (f"KV prefill->decode: slowest placed path {_link_text(result.kv_link)} "
+                f"(pairs placed: {', '.join(scopes)})")
         if assumed_kv is not None:
             text += f"; capacities assumed {assumed_kv.bandwidth_gb_per_s:.1f} GB/s per GPU"
         notes.append(text)
