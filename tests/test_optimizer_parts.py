@@ -14,7 +14,7 @@ from layoutopt.optimizer.ratio_bounds import cheapest_serving_cost_units, relaxe
 from layoutopt.optimizer.scaling import (
     MAX_SAFE_INT, RATE_SCALE_PER_RPS, cost_units, rate_units, rate_units_up, ratio_coefficients, to_integer_table,
 )
-from layoutopt.optimizer.synthetic import make_candidate
+from synthetic_candidates import make_candidate
 from layoutopt.optimizer.validate import plan_violations
 from layoutopt.workloads.slo import SLO
 

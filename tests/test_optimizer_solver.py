@@ -14,7 +14,7 @@ from layoutopt.optimizer.candidates import CandidateTable
 from layoutopt.optimizer.constraints import ExcludePlanStructure
 from layoutopt.optimizer.scaling import RATE_SCALE_PER_RPS, IntegerCandidate, IntegerTable, to_integer_table
 from layoutopt.optimizer.solver import RATIO_TOLERANCE_FRACTION, LayoutSolver, requests_per_usd
-from layoutopt.optimizer.synthetic import make_candidate
+from synthetic_candidates import make_candidate
 from layoutopt.optimizer.validate import plan_violations
 
 

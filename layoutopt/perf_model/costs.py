@@ -44,11 +44,6 @@ _MIXED_BATCH_ANCHORS = 4
 _MIXED_LENGTH_ANCHORS = 5
 
 
-def get_load_profile(engine: EngineLike) -> EngineProfile:
-    """The engine's profile (its load-layer constants live in the same calibration file)."""
-    return calibration.resolve_engine(engine)
-
-
 @dataclass(frozen=True, eq=False)
 class PhaseCosts:
     """Tabulated step times of one instance for one workload (seconds, tokens)."""

@@ -86,12 +86,6 @@ def prefill_steps(costs: PhaseCosts, rate_rps: np.ndarray, iterations: int = 14)
     return PrefillSteps(k, step, scv, busy)
 
 
-def prefill_batching(costs: PhaseCosts, rate_rps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(mean prompts per step, mean prompts arriving during one step) at each rate (:func:`prefill_steps`)."""
-    steps = prefill_steps(costs, rate_rps)
-    return steps.batch, np.asarray(rate_rps, dtype=float) / max(costs.prefill_servers, 1) * steps.step_s
-
-
 def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_scv: float = 1.0,
                  quantiles: tuple[float, ...] = QUANTILES) -> Rows:
     """Prefill pool at each rate: TTFT = wait + the batch step the prompt rides in + KV transfer.
@@ -198,4 +192,3 @@ def _gamma_excess_share(mean: np.ndarray, scv: np.ndarray, level: np.ndarray) ->
 def _full_batch_occupancy(costs: PhaseCosts) -> float:
     """Mean server time per prompt when every step is full (the pool's capacity bound)."""
     return float((costs.prefill_occupancy_s * costs.input_weights).sum())
-

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import tempfile
@@ -178,9 +177,3 @@ def read_csv_rows(path: str | Path) -> list[dict[str, str]]:
     """The rows of a ``results.csv`` as dictionaries of strings (for tests and tools)."""
     with open(path, newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
-
-
-def load_plan_json(out_dir: str | Path, cell_id: str) -> dict | None:
-    """The saved plan of ``cell_id`` as a JSON object, or None when the cell has none."""
-    path = Path(out_dir) / PLANS_DIR / f"{cell_id}.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None

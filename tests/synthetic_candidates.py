@@ -1,4 +1,4 @@
-"""Hand-made candidates for tests and benchmarks of the solver core (no performance model).
+"""Hand-made candidates for tests of the solver core (no performance model).
 
 ``make_candidate`` builds a ``Candidate`` from the few numbers the solver reads; latency fields
 get plausible placeholders so a plan can be rendered from it.
