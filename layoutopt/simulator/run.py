@@ -11,18 +11,16 @@ override them. The rate defaults to the workload's arrival rate, else the plan's
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
-from pydantic import ValidationError
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Plan
+from layoutopt.optimizer.plan import Plan, load_plan
 from layoutopt.simulator.engine import Simulation
 from layoutopt.simulator.pools import PoolSpec, make_requests
 from layoutopt.simulator.result import SimulationResult, measured_range, summarize
-from layoutopt.workloads.loaders import input_error_from_validation, slo_from_dict, workload_from_dict
+from layoutopt.workloads.loaders import slo_from_dict, workload_from_dict
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
 
@@ -34,20 +32,6 @@ WARMUP_FRACTION = 0.10
 COOLDOWN_FRACTION = 0.05
 # Fewest requests a run may have: below this the warm-up cut leaves too few to measure.
 MIN_NUM_REQUESTS = 20
-
-
-def load_plan(path: str | Path) -> Plan:
-    """Read a plan JSON (``layoutopt solve --format json``); bad content raises InputError."""
-    text = Path(path).read_text()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError("plan", str(path), "a plan JSON as written by layoutopt solve --format json",
-                         f"line {error.lineno}: {error.msg}") from None
-    try:
-        return Plan.model_validate(data)
-    except ValidationError as error:
-        raise input_error_from_validation(error, "plan") from None
 
 
 def plan_workload(plan: Plan) -> Workload | None:
