@@ -29,7 +29,7 @@ from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog import get_model
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.compute import forward_coefficients
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.perf_model.step import decode_step_time_array, prefill_time
 
 MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-v3", "qwen3.5-397b-a17b",

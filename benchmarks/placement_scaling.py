@@ -15,7 +15,7 @@ import random
 import sys
 import time
 
-from layoutopt.optimizer.plan import Explanation, Plan, Pool, SolverInfo
+from layoutopt.plan import Explanation, Plan, Pool, SolverInfo
 from layoutopt.topology import cluster_from_spec, place, validate_placement
 from layoutopt.topology.spec import (
     ClusterSpec,

@@ -19,7 +19,7 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from layoutopt.optimizer.plan import Explanation, Plan, Pool, SolverInfo  # noqa: E402
+from layoutopt.plan import Explanation, Plan, Pool, SolverInfo  # noqa: E402
 from layoutopt.simulator.perf_tables import plan_pool_specs  # noqa: E402
 from layoutopt.simulator.run import simulate  # noqa: E402
 from layoutopt.workloads.slo import SLO  # noqa: E402

@@ -23,9 +23,9 @@ import numpy as np
 
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.optimizer.latency import fraction_within
-from layoutopt.optimizer.plan import Explanation, Percentiles, Plan, Pool, SolverInfo
+from layoutopt.plan import Explanation, Percentiles, Plan, Pool, SolverInfo
 from layoutopt.perf_model.estimate import Estimate, estimate
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.simulator.perf_tables import kv_link
 from layoutopt.simulator.run import simulate
 from layoutopt.workloads.slo import SLO

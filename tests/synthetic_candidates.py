@@ -7,8 +7,8 @@ get plausible placeholders so a plan can be rendered from it.
 from __future__ import annotations
 
 from layoutopt.optimizer.candidates import Candidate
-from layoutopt.optimizer.plan import Percentiles
-from layoutopt.perf_model.layout import Layout, Role
+from layoutopt.plan import Percentiles
+from layoutopt.plan import Layout, Role
 
 
 def make_candidate(role: Role, gpu: str = "H100-SXM", tp_size: int = 1, capacity_rps: float = 1.0,

@@ -9,7 +9,7 @@ import pytest
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model.capacity import InstancePerf, instance_capacity, pd_ratio
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.perf_model.links import inter_node_link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload

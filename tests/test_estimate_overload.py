@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from layoutopt.perf_model.estimate import estimate
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 
 
 def test_colocated_overload_reports_the_drained_rate_and_a_feasible_batch():

@@ -13,7 +13,7 @@ from layoutopt.optimizer.filters import (
 )
 from layoutopt.optimizer.space import PCP_MIN_PROMPT_TOKENS, Proposal, degree_combinations, precision_pairs
 from synthetic_candidates import make_candidate
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.workloads.presets import default_workload, workload_from_lengths
 from layoutopt.workloads.slo import SLO
 

@@ -9,7 +9,7 @@ import pytest
 from layoutopt.optimizer.candidates import CandidateTable
 from layoutopt.optimizer.explain import bottleneck_label, ratio_check
 from layoutopt.optimizer.latency import combine, fraction_within
-from layoutopt.optimizer.plan import Percentiles
+from layoutopt.plan import Percentiles
 from layoutopt.optimizer.ratio_bounds import cheapest_serving_cost_units, relaxed_ratio_bound
 from layoutopt.optimizer.scaling import (
     MAX_SAFE_INT, RATE_SCALE_PER_RPS, cost_units, rate_units, rate_units_up, ratio_coefficients, to_integer_table,

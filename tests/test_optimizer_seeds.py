@@ -16,7 +16,7 @@ from layoutopt.model_catalog.catalog import get_model
 from layoutopt.optimizer.solve import solve
 from layoutopt.optimizer.solver import RATIO_TOLERANCE_FRACTION
 from layoutopt.perf_model.capacity import instance_capacity
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.workloads.presets import default_workload, workload_from_lengths
 from layoutopt.workloads.slo import SLO
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from layoutopt.errors import LayoutError
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog import get_model
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.perf_model.memory import (
     check_fits,
     check_layout,

@@ -12,7 +12,7 @@ from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog import get_model
 from layoutopt.perf_model.calibration import get_engine_profile
 from layoutopt.perf_model.compute import expected_distinct_experts
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.perf_model.step import (
     causal_pairs,
     decode_step_time,

@@ -6,7 +6,7 @@ capacity_rps); the rest hold simple placeholder values.
 
 from __future__ import annotations
 
-from layoutopt.optimizer.plan import Explanation, Plan, Pool, SolverInfo
+from layoutopt.plan import Explanation, Plan, Pool, SolverInfo
 
 
 def pool(role: str = "decode", gpu: str = "H100-SXM", instances: int = 1, tp: int = 1, pp: int = 1,

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_placement_fixtures import plan, pool
 
-from layoutopt.optimizer.plan import PlacedInstance
+from layoutopt.plan import PlacedInstance
 from layoutopt.topology import (
     GpuId,
     cluster_from_spec,

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 from layoutopt.report import emit as emit_module
 from layoutopt.report.emit import emit, render
 from layoutopt.report.launch import expand_instances

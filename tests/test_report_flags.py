@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Pool
+from layoutopt.plan import Pool
 from layoutopt.report.emit import render
 from layoutopt.report.engine_flags import ENGINE_VERSIONS, load_engine_flags, node_launch, unknown_flags
 from test_report_helpers import MODEL_IDS, PLAN_NAMES, engine_commands, engine_named_in, fixture_plan

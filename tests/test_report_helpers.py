@@ -8,7 +8,7 @@ import shlex
 from functools import lru_cache
 from pathlib import Path
 
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Explanation, Plan, Pool, SolverInfo, Totals
+from layoutopt.plan import Explanation, Plan, Pool, SolverInfo, Totals
 from layoutopt.simulator.perf_tables import plan_pool_specs
 from layoutopt.simulator.run import simulate
 from layoutopt.workloads.slo import SLO

@@ -13,7 +13,7 @@ from layoutopt.optimizer.filters import cluster_free_domain
 from layoutopt.optimizer.scaling import IntegerCandidate, IntegerTable
 from layoutopt.optimizer.space import Proposal
 from layoutopt.optimizer.variables import LayoutVariables
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.topology import load_cluster
 
 CLUSTERS = Path(__file__).resolve().parents[1] / "examples" / "clusters"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 from layoutopt.sweep import SweepSpec, expand_cells, load_sweep_spec, sweep
 from layoutopt.sweep.results import TIMING_COLUMNS, read_csv_rows, read_journal
 

@@ -29,7 +29,7 @@ def test_solve_accepts_every_example_workload(name):
 
 
 def test_estimate_accepts_a_trace_workload():
-    from layoutopt.perf_model.layout import Layout
+    from layoutopt.plan import Layout
 
     workload = load_workload(EXAMPLES / "workload-trace.yaml")
     result = api.estimate("qwen3-8b", "H100", workload=workload, layout=Layout(tp_size=1), concurrency=8)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from layoutopt.optimizer.plan import load_plan
+from layoutopt.plan import load_plan
 from layoutopt.report.engine_flags import ENGINES
 
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from layoutopt.cli.common import echo_json, format_option
 from layoutopt.errors import InputError
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 
 
 def _layout(prefix: str, values: dict, precision: str, kv_precision: str | None) -> Layout:

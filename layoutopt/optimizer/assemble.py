@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from layoutopt.optimizer.candidates import Candidate, CandidateTable
 from layoutopt.optimizer.latency import combine, fraction_within
-from layoutopt.optimizer.plan import Latency, Mode, Pool, Totals
+from layoutopt.plan import Latency, Mode, Pool, Totals
 from layoutopt.optimizer.scaling import rate_rps
 from layoutopt.optimizer.solver import SolveOutcome
 from layoutopt.workloads.slo import SLO

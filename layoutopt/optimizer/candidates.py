@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from layoutopt.optimizer.plan import Percentiles
-from layoutopt.perf_model.layout import Layout, Role
+from layoutopt.plan import Percentiles
+from layoutopt.plan import Layout, Role
 
 ModeChoice = Literal["auto", "colocated", "disaggregated"]
 DISAGGREGATED_ROLES: tuple[Role, ...] = ("prefill", "decode")

@@ -16,7 +16,7 @@ from layoutopt.optimizer.candidates import CandidateTable
 from layoutopt.optimizer.scaling import rate_rps, to_integer_table
 from layoutopt.optimizer.solver import LayoutSolver
 from layoutopt.optimizer.space import MAX_PP_SIZE
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.workloads.slo import SLO
 
 _GIB = 2.0**30

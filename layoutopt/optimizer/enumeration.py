@@ -14,12 +14,12 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice
 from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, drop_dominated, latency_floor
-from layoutopt.optimizer.plan import Percentiles
+from layoutopt.plan import Percentiles
 from layoutopt.optimizer.space import Proposal, enumerate_proposals
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY
 from layoutopt.perf_model.capacity import instance_capacity
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
-from layoutopt.perf_model.layout import Role
+from layoutopt.plan import Role
 from layoutopt.perf_model.links import Link, inter_node_link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload

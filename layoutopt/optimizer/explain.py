@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from layoutopt.optimizer.candidates import Candidate, CandidateTable
-from layoutopt.optimizer.plan import RatioCheck
+from layoutopt.plan import RatioCheck
 from layoutopt.optimizer.scaling import rate_rps
 from layoutopt.optimizer.solver import SolveOutcome
 from layoutopt.workloads.slo import SLO

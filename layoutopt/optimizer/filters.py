@@ -17,7 +17,7 @@ from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
 from layoutopt.optimizer.space import PCP_MIN_PROMPT_TOKENS, Proposal
 from layoutopt.perf_model import memory
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.workloads.slo import SLO
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import NormalDist
 
-from layoutopt.optimizer.plan import Percentiles
+from layoutopt.plan import Percentiles
 
 _NORMAL = NormalDist()
 _KNOT_Z = (0.0, _NORMAL.inv_cdf(0.9), _NORMAL.inv_cdf(0.99))

@@ -16,7 +16,7 @@ from layoutopt.hardware_catalog.budget import Budget
 from layoutopt.hardware_catalog.catalog import HardwareCatalog
 from layoutopt.optimizer.assemble import used_candidates
 from layoutopt.optimizer.candidates import CandidateTable
-from layoutopt.optimizer.plan import Explanation, Plan
+from layoutopt.plan import Explanation, Plan
 from layoutopt.optimizer.solver import SolveOutcome
 from layoutopt.perf_model.links import Link, pipeline_link
 from layoutopt.topology import Cluster, PlacementResult, cluster_from_budget, place

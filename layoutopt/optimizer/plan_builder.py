@@ -11,7 +11,7 @@ from layoutopt.optimizer.assemble import goodput_rps, latency_of, plan_mode, poo
 from layoutopt.optimizer.candidates import CandidateTable
 from layoutopt.optimizer.diagnose import diagnose, pcp_variants
 from layoutopt.optimizer.explain import binding_constraints, filter_notes, mode_note, ratio_check
-from layoutopt.optimizer.plan import Alternative, Explanation, Plan, SolverInfo
+from layoutopt.plan import Alternative, Explanation, Plan, SolverInfo
 from layoutopt.optimizer.scaling import rate_rps
 from layoutopt.optimizer.search import SearchResult
 from layoutopt.optimizer.solver import RATIO_TOLERANCE_FRACTION, SolveOutcome

@@ -14,7 +14,7 @@ from fractions import Fraction
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.optimizer.candidates import CandidateTable
-from layoutopt.perf_model.layout import Role
+from layoutopt.plan import Role
 
 # One rate unit is 1e-4 requests/s: capacities as small as 0.02 req/s (128k-token prompts on a
 # big model) keep 0.5 % resolution, while 1e5 req/s still fits int64 products with costs.

@@ -12,7 +12,7 @@ import time
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.optimizer.constraints import ExcludePlanStructure
-from layoutopt.optimizer.plan import Objective
+from layoutopt.plan import Objective
 from layoutopt.optimizer.scaling import IntegerTable
 from layoutopt.optimizer.solver import LayoutSolver, SolveOutcome
 

@@ -37,7 +37,7 @@ from layoutopt.optimizer.placing import (
     budget_cluster, kv_bytes_per_request, kv_link_too_slow, place_on_cluster, placement_notes, slowest_link,
     unplaced_plan, with_placement,
 )
-from layoutopt.optimizer.plan import Objective, Plan
+from layoutopt.plan import Objective, Plan
 from layoutopt.optimizer.plan_builder import build_plan, infeasible_plan
 from layoutopt.optimizer.scaling import to_integer_table
 from layoutopt.optimizer.search import SearchResult, search

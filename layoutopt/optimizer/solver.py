@@ -65,7 +65,7 @@ from layoutopt.optimizer.constraints import default_constraints
 from layoutopt.optimizer.objectives import (
     CostAtMost, MaximizeGoodput, MinimizeCost, ParametricRatio, PositiveRate, RateAtLeast, RatioFloor,
 )
-from layoutopt.optimizer.plan import Objective, SolverStatus
+from layoutopt.plan import Objective, SolverStatus
 from layoutopt.optimizer.ratio_bounds import cheapest_serving_cost_units, relaxed_ratio_bound
 from layoutopt.optimizer.scaling import (
     COST_SCALE_PER_USD_PER_HOUR, RATE_SCALE_PER_RPS, IntegerTable, ratio_coefficients,

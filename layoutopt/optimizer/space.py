@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from layoutopt.hardware_catalog.schemas import PRECISIONS, GpuSpec, Precision
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.perf_model.layout import Layout, Role
+from layoutopt.plan import Layout, Role
 
 # Prompts at least this long (p90) make prefill context parallelism worth proposing: below it a
 # prompt's attention is a small share of prefill and PCP only adds GPUs (seeds/000: ">= 128k").

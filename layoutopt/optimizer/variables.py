@@ -10,7 +10,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from layoutopt.optimizer.scaling import IntegerCandidate, IntegerTable
-from layoutopt.perf_model.layout import Role
+from layoutopt.plan import Role
 
 
 class LayoutVariables:

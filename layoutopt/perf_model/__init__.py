@@ -6,7 +6,7 @@ re-exported here; calibration constants live in ``calibration`` with their sourc
 
 from layoutopt.perf_model.calibration import EngineProfile, get_engine_profile, list_engines
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes, kv_transfer_time_s
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.perf_model.links import Link, inter_node_link, intra_instance_link
 from layoutopt.perf_model.memory import (
     MemoryBreakdown,

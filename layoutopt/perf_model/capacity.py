@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from layoutopt.errors import LayoutError
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.optimizer.plan import Percentiles
+from layoutopt.plan import Percentiles
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
-from layoutopt.perf_model.layout import Layout, Role
+from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
 from layoutopt.perf_model.load import Rows, colocated_rows, decode_rows, prefill_rows, rows_for
 from layoutopt.perf_model.queueing import pd_ratio

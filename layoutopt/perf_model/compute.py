@@ -28,7 +28,7 @@ from layoutopt.perf_model.calibration import (
     EngineProfile,
     resolve_engine,
 )
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.perf_model.links import (
     GroupLink,
     Link,

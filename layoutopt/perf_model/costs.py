@@ -29,7 +29,7 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import calibration, kv_transfer, memory, step
 from layoutopt.perf_model.calibration import EngineLike, EngineProfile
-from layoutopt.perf_model.layout import Layout, Role
+from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.workload import Workload
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from layoutopt.errors import LayoutoptError
 from layoutopt.perf_model import calibration
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 
 # Constants of EngineProfile the fit may move, with bounds (the efficiencies are fractions of peak;
 # the first three are the load layer's: closed-loop cohorts and per-request overhead).

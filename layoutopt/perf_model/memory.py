@@ -26,7 +26,7 @@ from layoutopt.perf_model.calibration import (
     resolve_engine,
 )
 from layoutopt.perf_model.compute import context_shards, expert_bytes_per_value, identity_memo, kv_head_share
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 
 _GIB = 2.0**30
 

@@ -25,7 +25,7 @@ from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import collectives as coll
 from layoutopt.perf_model.calibration import ACTIVATION_BYTES_PER_VALUE, EngineLike
 from layoutopt.perf_model.compute import ForwardCoefficients, forward_coefficients, forward_pass_costs
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.perf_model.links import Link
 
 Bottleneck = Literal["compute", "memory", "communication", "overhead"]

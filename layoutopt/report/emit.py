@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from layoutopt.errors import InputError, LayoutoptError
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 from layoutopt.report.engine_flags import ENGINES, load_engine_flags
 from layoutopt.report.kubernetes import kubernetes_manifests
 from layoutopt.report.launch import DEFAULT_GPUS_PER_NODE, expand_instances, launch_scripts

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Pool
+from layoutopt.plan import Pool
 
 Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[Engine, ...] = ("vllm", "sglang")

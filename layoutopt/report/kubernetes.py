@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from layoutopt.optimizer.plan import Plan, Pool
+from layoutopt.plan import Plan, Pool
 from layoutopt.report.engine_flags import BASE_PORT, ENGINE_PROGRAMS, ENGINE_VERSIONS, NodeLaunch, node_launch
 from layoutopt.report.launch import InstanceSpec, dns_name, shell_word
 

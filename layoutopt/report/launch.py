@@ -15,7 +15,7 @@ import shlex
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import PlacedInstance, Plan, Pool
+from layoutopt.plan import PlacedInstance, Plan, Pool
 from layoutopt.report.engine_flags import BASE_PORT, ENGINE_VERSIONS, NodeLaunch, flags_file_name, node_launch
 
 # HGX-style 8-GPU servers; plans without a placement do not carry the node shape.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from layoutopt.optimizer.plan import Alternative, Plan, Pool
+from layoutopt.plan import Alternative, Plan, Pool
 from layoutopt.report.engine_flags import ENGINE_VERSIONS
 from layoutopt.report.launch import InstanceSpec, pool_names
 from layoutopt.report.plots import pool_instances_at_rate

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from layoutopt.optimizer.plan import Alternative, PlacedInstance, Plan, Pool, Verification
+from layoutopt.plan import Alternative, PlacedInstance, Plan, Pool, Verification
 
 
 def _degrees(pool: Pool) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from layoutopt.optimizer.plan import Latency, Plan, Pool, Totals
+from layoutopt.plan import Latency, Plan, Pool, Totals
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -34,7 +34,7 @@ from layoutopt import __version__
 from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.schemas import GpuSpec, NodeType
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 from layoutopt.perf_model.estimate import Estimate
 from layoutopt.service import jobs
 from layoutopt.service.limits import BodySizeLimit

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from layoutopt.errors import unknown_name_error
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.optimizer.plan import Objective, Plan
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Objective, Plan
+from layoutopt.plan import Layout
 from layoutopt.workloads.slo import SLO
 
 MAX_TIME_LIMIT_S = 60.0

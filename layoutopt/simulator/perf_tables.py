@@ -17,10 +17,10 @@ from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.optimizer.plan import Plan, Pool
+from layoutopt.plan import Plan, Pool
 from layoutopt.perf_model import kv_transfer, memory, step
 from layoutopt.perf_model.calibration import SAMPLER_MAX_NUM_SEQS, get_engine_profile
-from layoutopt.perf_model.layout import Layout
+from layoutopt.plan import Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
 from layoutopt.simulator.pools import PoolSpec
 from layoutopt.simulator.step_times import Table1D, Table2D, Table3D, TabulatedStepTimes

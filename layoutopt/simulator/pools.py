@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from layoutopt.perf_model.layout import Role
+from layoutopt.plan import Role
 from layoutopt.simulator.step_times import StepTimes
 
 # vLLM's default token budget per scheduler step (max_num_batched_tokens) for online serving on

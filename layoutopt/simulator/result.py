@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from layoutopt.optimizer.plan import Percentiles
+from layoutopt.plan import Percentiles
 from layoutopt.simulator.engine import EngineTrace
 from layoutopt.simulator.pools import PoolCounters, PoolSpec, Requests
 from layoutopt.workloads.slo import SLO

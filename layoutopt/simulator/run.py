@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Plan, load_plan
+from layoutopt.plan import Plan, load_plan
 from layoutopt.simulator.engine import Simulation
 from layoutopt.simulator.pools import PoolSpec, make_requests
 from layoutopt.simulator.result import SimulationResult, measured_range, summarize

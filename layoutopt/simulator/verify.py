@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Plan, Verification
+from layoutopt.plan import Plan, Verification
 from layoutopt.simulator.run import simulate
 
 DEFAULT_VERIFY_REQUESTS = 20_000

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from layoutopt.errors import InfeasibleError
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 from layoutopt.sweep.results import CellResult
 from layoutopt.sweep.spec import Cell
 from layoutopt.workloads.slo import SLO

@@ -22,7 +22,7 @@ from layoutopt.topology.constants import (
 )
 
 if TYPE_CHECKING:
-    from layoutopt.optimizer.plan import Plan
+    from layoutopt.plan import Plan
     from layoutopt.topology.cluster import Cluster
 
 KvScope = Literal["same_domain", "same_rack", "cross_rack"]

@@ -13,7 +13,7 @@ import math
 from collections import defaultdict
 from itertools import pairwise
 
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 from layoutopt.perf_model.links import Link
 from layoutopt.topology.cluster import Cluster, GpuId
 from layoutopt.topology.links import KvScope

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from layoutopt.optimizer.plan import Plan
-from layoutopt.perf_model.layout import Role
+from layoutopt.plan import Plan
+from layoutopt.plan import Role
 from layoutopt.topology.cluster import Cluster
 from layoutopt.topology.placement.traffic import (
     BYTES_PER_GB,

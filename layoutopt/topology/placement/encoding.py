@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from layoutopt.optimizer.plan import PlacedInstance
-from layoutopt.perf_model.layout import Role
+from layoutopt.plan import PlacedInstance
+from layoutopt.plan import Role
 from layoutopt.topology.cluster import GpuId
 
 RUN_SEPARATOR = ";"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 from layoutopt.perf_model.links import Link
 from layoutopt.topology.cluster import Cluster
 from layoutopt.topology.placement.assign import (

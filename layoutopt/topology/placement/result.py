@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.errors import InfeasibleError
-from layoutopt.optimizer.plan import Plan
-from layoutopt.perf_model.layout import Role
+from layoutopt.plan import Plan
+from layoutopt.plan import Role
 from layoutopt.perf_model.links import Link
 from layoutopt.topology.cluster import GpuId
 from layoutopt.topology.links import KvScope

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from ortools.sat.python import cp_model
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import Plan
+from layoutopt.plan import Plan
 from layoutopt.topology.cluster import Cluster
 from layoutopt.topology.placement.constraints import default_constraints
 from layoutopt.topology.placement.data import PlacementData, prepare

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from layoutopt.optimizer.plan import Pool
+from layoutopt.plan import Pool
 from layoutopt.topology.cluster import Cluster, GpuId
 from layoutopt.topology.placement.result import RackKvTraffic
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 
 from layoutopt.errors import InputError
-from layoutopt.optimizer.plan import PlacedInstance, Plan, Pool
+from layoutopt.plan import PlacedInstance, Plan, Pool
 from layoutopt.topology.cluster import Cluster, GpuId
 from layoutopt.topology.placement.encoding import instance_gpus, pool_index_of
 from layoutopt.topology.placement.traffic import rack_kv_traffic

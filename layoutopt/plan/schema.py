@@ -6,13 +6,12 @@ follows field order here. Units are in key names.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.hardware_catalog.schemas import Precision
-from layoutopt.perf_model.layout import Layout, Role
+from layoutopt.plan.layout import Layout, Role
 
 SCHEMA_VERSION = 1
 
@@ -168,32 +167,3 @@ class Plan(_Out):
     alternatives: list[Alternative] = Field(default_factory=list)
     defaults_used: list[str] = Field(default_factory=list, description="inputs that fell back to defaults")
     verification: Verification | None = Field(default=None, description="simulator check, when asked for")
-
-
-def load_plan(path: str | Path) -> Plan:
-    """Read a plan JSON written by ``layoutopt solve --format json`` / ``--output`` or ``emit``'s plan.json.
-
-    Unreadable, malformed or schema-invalid files raise one ``InputError`` naming the file.
-    """
-    import json
-
-    from pydantic import ValidationError
-
-    from layoutopt.errors import InputError
-
-    allowed = "a plan JSON as written by layoutopt solve --format json"
-    try:
-        data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as error:
-        raise InputError("plan", str(path), allowed, f"line {error.lineno}: {error.msg}") from None
-    except UnicodeDecodeError:
-        raise InputError("plan", str(path), allowed, "the file is not text") from None
-    if not isinstance(data, dict):
-        raise InputError("plan", str(path), allowed, f"the file holds a JSON {type(data).__name__}, not an object")
-    try:
-        return Plan.model_validate(data)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise InputError(f"plan.{where}" if where else "plan", str(path), allowed,
-                         first.get("msg", "invalid value")) from None

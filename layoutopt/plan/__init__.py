@@ -1,0 +1,32 @@
+"""The plan and its parts: the typed, versioned result every layer reads.
+
+This package sits below perf_model, topology, optimizer, simulator and report, so each of them
+can read a Plan (or a Layout) without importing a layer above it. It imports only the catalogs'
+schemas.
+"""
+
+from layoutopt.plan.io import load_plan
+from layoutopt.plan.layout import ROLES, Layout, Role
+from layoutopt.plan.schema import (
+    SCHEMA_VERSION,
+    Alternative,
+    Explanation,
+    Latency,
+    Mode,
+    Objective,
+    Percentiles,
+    PlacedInstance,
+    Plan,
+    Pool,
+    RatioCheck,
+    SolverInfo,
+    SolverStatus,
+    Totals,
+    Verification,
+)
+
+__all__ = [
+    "ROLES", "SCHEMA_VERSION", "Alternative", "Explanation", "Latency", "Layout", "Mode", "Objective",
+    "Percentiles", "PlacedInstance", "Plan", "Pool", "RatioCheck", "Role", "SolverInfo", "SolverStatus",
+    "Totals", "Verification", "load_plan",
+]
