@@ -1,11 +1,13 @@
-"""Fit per-engine calibration constants on the measured H100 latencies and write them back.
+"""Fit per-engine calibration constants on measured latencies and write them back.
 
-For each engine: fit FIT_PARAMETERS (GEMM/HBM/attention efficiency, step and per-layer overhead,
-all-reduce latency, closed-loop cohort constants) on all rows but one held-out model and report the
-held-out error; then fit on every row of the engine and write the result, with provenance, into
-``layoutopt/perf_model/data/engine_profiles.yaml``, the one home of the calibration constants.
+For each engine: fit DEFAULT_PARAMETERS (GEMM/HBM/attention efficiency, step and per-layer
+overhead, all-reduce latency, closed-loop cohort constants) with
+:func:`layoutopt.perf_model.fit.fit_profile` (``scipy.optimize.least_squares``, soft-L1 loss on
+the log ratios of TTFT and TPOT) on all rows but one held-out model and report the held-out error;
+then fit on every row of the engine and write the result, with provenance and standard errors,
+into ``layoutopt/perf_model/data/engine_profiles.yaml``, the one home of the calibration constants.
 
-    python benchmarks/fit_calibration.py [path/to/h100_sxm.csv] [--engine trtllm] [--iterations 60] [--dry-run]
+    python benchmarks/fit_calibration.py [CSV] [--engine trtllm] [--dry-run]
 """
 
 from __future__ import annotations
@@ -20,18 +22,21 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from accuracy import measurements_dir  # noqa: E402
 
 from layoutopt.perf_model.fit import (  # noqa: E402
+    DEFAULT_PARAMETERS,
     error_summary,
     fit_cases,
-    fit_engine,
+    fit_profile,
     load_cases,
     predict_all,
-    trial_profile,
 )
 
 DATA = REPO / "layoutopt" / "perf_model" / "data"
-DEFAULT_CSV = REPO / ".." / "shared" / "reference" / "measurements" / "h100_sxm.csv"
+DEFAULT_CSV = measurements_dir() / "h100_sxm.csv"
 
 
 def _scores(cases, engine) -> str:
@@ -90,7 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", nargs="?", default=str(DEFAULT_CSV))
     parser.add_argument("--engine", action="append", help="engines to fit (default: all in the CSV)")
-    parser.add_argument("--iterations", type=int, default=60, help="Nelder-Mead iterations")
+    parser.add_argument("--loss", default="soft_l1", help="least_squares loss (soft_l1, huber, linear, ...)")
     parser.add_argument("--dry-run", action="store_true", help="report only; do not write the profiles")
     args = parser.parse_args()
     if not Path(args.csv).is_file():
@@ -107,28 +112,28 @@ def main() -> None:
         if held:
             train = [c for c in mine if c.model_id != held]
             test = [c for c in mine if c.model_id == held]
-            values, value = fit_engine(train, engine, args.iterations)
-            held_scores = _scores(test, trial_profile(engine, values))
-            print(f"   held out {held} ({len(test)} rows): train loss {value:.3f}; held-out {held_scores}")
-        values, value = fit_engine(mine, engine, args.iterations)
-        print(f"   fitted rows: loss {value:.3f}; {_scores(mine, trial_profile(engine, values))}")
-        print(f"   every row: {_scores(every, trial_profile(engine, values))}")
-        if held:
-            print(f"   {held} in-sample (fitted with it): {_scores(test, trial_profile(engine, values))}")
-        print("   fitted: " + ", ".join(f"{k}={v:.4g}" for k, v in values.items()))
+            trained = fit_profile(train, engine, DEFAULT_PARAMETERS, loss=args.loss)
+            held_scores = _scores(test, trained.profile)
+            print(f"   held out {held} ({len(test)} rows): cost {trained.cost:.3f}; held-out {held_scores}")
+        result = fit_profile(mine, engine, DEFAULT_PARAMETERS, loss=args.loss)
+        print(f"   fitted rows: cost {result.cost:.3f} after {result.num_evaluations} evaluations "
+              f"({result.message}); {_scores(mine, result.profile)}")
+        print(f"   every row: {_scores(every, result.profile)}")
+        print("   fitted: " + ", ".join(f"{k}={v:.4g} +- {result.standard_errors[k]:.2g}"
+                                       for k, v in result.values.items()))
         if args.dry_run:
             continue
-        rows = len(mine)
-        provenance = (f"Fitted on reference/measurements/h100_sxm.csv ({rows} {engine} measurements, agg and "
-                      f"disagg; repeated runs once, disagg rows without worker counts left out), "
-                      f"{today}, by benchmarks/fit_calibration.py: Nelder-Mead on the mean absolute log error of "
-                      f"TTFT and TPOT over all rows of the engine (one constant set per engine; no per-model terms)"
+        provenance = (f"Fitted on {Path(args.csv).name} ({len(mine)} {engine} measurements, agg and disagg; "
+                      f"repeated runs once, disagg rows without worker counts left out), {today}, by "
+                      f"benchmarks/fit_calibration.py: scipy least_squares, {args.loss} loss on the log ratios of "
+                      "TTFT and TPOT over all rows of the engine (one constant set per engine; no per-model terms)"
                       + (f"; held-out model {held}: {held_scores}" if held
-                         else "; no held-out model (fewer than two models with >= 10 rows)") + ". Fitted: "
-                      + ", ".join(sorted(values)) + ".")
+                         else "; no held-out model (fewer than two models with >= 10 rows)") + ". Fitted (+- one "
+                      "standard error): " + ", ".join(f"{k} {v:.4g} +- {result.standard_errors[k]:.2g}"
+                                                      for k, v in sorted(result.values.items())) + ".")
         path = DATA / "engine_profiles.yaml"
-        path.write_text(_replace_block(path.read_text(), engine, values, provenance))
-        print(f"   wrote {', '.join(sorted(values))} for {engine}")
+        path.write_text(_replace_block(path.read_text(), engine, result.values, provenance))
+        print(f"   wrote {', '.join(sorted(result.values))} for {engine}")
 
 
 if __name__ == "__main__":

@@ -1,174 +1,63 @@
-"""Calibration against measured serving latencies: replay measurement rows, score, fit engine constants.
+"""Calibration against measured serving latencies: replay measured cases, score, fit profile constants.
 
-Rows of ``reference/measurements/h100_sxm.csv`` (closed-loop benchmarks of vLLM, SGLang and
-TensorRT-LLM on H100 SXM) become :class:`MeasuredCase` objects; :func:`predict` replays one through
-:func:`~layoutopt.perf_model.estimate.estimate` (a disaggregated row with blank worker counts takes
-the layout of a fully described copy of the same run when the CSV has one, else replays a guessed
-one prefill and one decode worker and says so). :func:`fit_engine` minimizes the mean absolute log
-error of TTFT and TPOT over all rows of one engine by varying a handful of interpretable
-``EngineProfile`` constants (efficiencies, overheads, collective latency) with a deterministic
-Nelder-Mead in log space, so the fitted profile carries to other models and GPUs: no per-model or
-per-row terms exist to absorb error.
+:func:`predict` replays one :class:`~layoutopt.perf_model.measurements.MeasuredCase` through
+:func:`~layoutopt.perf_model.estimate.estimate` on the case's GPU. :func:`fit_profile` fits a
+handful of interpretable ``EngineProfile`` constants (efficiencies, overheads, collective latency,
+closed-loop constants) to a set of cases with ``scipy.optimize.least_squares``: residuals are the
+log ratios predicted / measured of TTFT and TPOT of every case, the loss is robust (``soft_l1`` by
+default, so a few rows the model cannot describe do not drag the constants), parameters move in
+log space within physical bounds, and the standard errors come from the Jacobian at the solution.
+One constant set per engine (and GPU generation): no per-model or per-row terms exist to absorb
+error, so the fitted profile carries to other models.
 """
 
 from __future__ import annotations
 
-import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
+from scipy.optimize import least_squares
 
-from layoutopt.errors import LayoutoptError
+from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.perf_model import calibration
-from layoutopt.plan import Layout
+from layoutopt.perf_model.measurements import LeftOut, MeasuredCase, fit_cases, load_cases
 
-# Constants of EngineProfile the fit may move, with bounds (the efficiencies are fractions of peak;
-# the first three are the load layer's: closed-loop cohorts and per-request overhead).
+__all__ = ["FIT_PARAMETERS", "FitResult", "LeftOut", "MeasuredCase", "error_summary", "fit_cases", "fit_profile",
+           "load_cases", "log_residuals", "min_cases", "predict", "predict_all", "trial_profile"]
+
+# Constants of EngineProfile a fit may move, with physical bounds (efficiencies are fractions of
+# peak; the first three are the load layer's: closed-loop cohorts and per-request overhead).
 FIT_PARAMETERS: dict[str, tuple[float, float]] = {
-    "request_overhead_ms": (0.5, 200.0),
+    "request_overhead_ms": (0.5, 300.0),
     "closed_loop_cohort_fraction": (0.01, 20.0),
     "closed_loop_cohort_exponent": (0.01, 1.0),
-    "gemm_efficiency": (0.2, 0.95),
+    "gemm_efficiency": (0.1, 0.95),
+    "gemm_half_efficiency_tokens": (1.0, 2048.0),
     "memory_efficiency": (0.4, 0.98),
-    "attention_efficiency": (0.1, 0.9),
+    "attention_efficiency": (0.05, 0.9),
     "step_overhead_ms": (0.05, 20.0),
-    "layer_overhead_us": (0.0, 40.0),
+    "layer_overhead_us": (0.05, 40.0),
     "allreduce_latency_us": (1.0, 80.0),
+    "alltoall_latency_us": (1.0, 200.0),
+    "moe_imbalance": (1.0, 4.0),
 }
-_PRECISION = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "nvfp4": "fp4",
-              "mxfp4": "fp4"}
-
-
-@dataclass(frozen=True)
-class MeasuredCase:
-    """One measurement row, parsed into what :func:`estimate` takes."""
-
-    row_id: str
-    engine: str
-    mode: str
-    model_id: str
-    isl: int
-    osl: int
-    concurrency: float
-    layout: Layout | None
-    prefill_layout: Layout | None
-    prefill_instances: int
-    decode_layout: Layout | None
-    decode_instances: int
-    decode_batch: int | None
-    ttft_ms: float
-    tpot_ms: float
-    # Disaggregated rows whose worker counts the CSV leaves blank and no fully described copy of the
-    # same measurement supplies: replayed as one prefill and one decode worker, a guess.
-    worker_counts_assumed: bool = False
-
-
-def _num(value: str) -> float | None:
-    value = (value or "").strip()
-    return float(value) if value else None
-
-
-def _degree(row: dict, key: str, default: int = 1) -> int:
-    value = _num(row.get(key, ""))
-    return int(value) if value and value >= 1 else default
-
-
-def _layout(row: dict, prefix: str, precision: str, is_moe: bool) -> Layout:
-    tp, pp = _degree(row, f"{prefix}tp"), _degree(row, f"{prefix}pp")
-    dp = _degree(row, f"{prefix}attention_dp") if is_moe else 1
-    ep = _degree(row, f"{prefix}moe_ep") if is_moe else 1
-    return Layout(tp_size=tp, pp_size=pp, dp_size=dp, ep_size=ep, weight_precision=precision)
-
-
-_DISAGG_LAYOUT_COLUMNS = tuple(f"{side}_{name}" for side in ("prefill", "decode")
-                               for name in ("workers", "tp", "pp", "attention_dp", "moe_tp", "moe_ep", "batch"))
-
-
-def _measurement_key(row: dict) -> tuple:
-    """What identifies one measurement: engine, lengths, concurrency and the two measured latencies."""
-    return (row["backend"], row["mode"], row["isl"], row["osl"], row["concurrency"], row["ttft_ms"], row["tpot_ms"])
-
-
-def _has_worker_counts(row: dict) -> bool:
-    return bool((row.get("prefill_workers") or "").strip() and (row.get("decode_workers") or "").strip())
-
-
-def _with_described_twin(row: dict, described: dict[tuple, dict]) -> tuple[dict, bool]:
-    """(row, worker counts assumed) for a disaggregated row.
-
-    Some measurements are published twice: once with the whole deployment (worker counts, batch
-    per worker, attention DP) and once more with blank worker counts and the degrees summarized
-    (``tp16 ep16``). Identical latencies at identical lengths and concurrency are one run, so the
-    summarized copy takes the described copy's layout columns.
-    """
-    if row["mode"] != "disagg" or _has_worker_counts(row):
-        return row, False
-    twin = described.get(_measurement_key(row))
-    if twin is None:
-        return row, True
-    return {**row, **{k: twin[k] for k in _DISAGG_LAYOUT_COLUMNS}}, False
-
-
-def load_cases(csv_path: str | Path) -> tuple[list[MeasuredCase], list[tuple[str, str, str, str]]]:
-    """(cases, unsupported rows as (row id, engine, mode, reason))."""
-    from layoutopt.model_catalog.catalog import get_model
-
-    cases, unsupported = [], []
-    with open(csv_path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    described = {_measurement_key(r): r for r in rows if r["mode"] == "disagg" and _has_worker_counts(r)}
-    for row in rows:
-        row, assumed = _with_described_twin(row, described)
-        rid, engine, mode = row["id"], row["backend"], row["mode"]
-        try:
-            model = get_model(row["model"])
-        except LayoutoptError:
-            unsupported.append((rid, engine, mode, "model not in catalog"))
-            continue
-        quant = (row.get("gemm_quant_mode") or row.get("precision") or "").strip()
-        precision = _PRECISION.get(quant, _PRECISION.get((row.get("precision") or "").strip()))
-        if precision is None:
-            unsupported.append((rid, engine, mode, f"precision {quant!r}"))
-            continue
-        if precision == "fp4" and model.expert_native_precision == "fp4":
-            # An MXFP4 checkpoint on a GPU without FP4 math (H100): the experts stay 4-bit in
-            # memory, GEMMs run in BF16 (the spec keeps native expert bytes).
-            precision = "bf16"
-        try:
-            if mode == "agg":
-                layout, prefill, decode = _layout(row, "", precision, model.is_moe), None, None
-                p_count = d_count = 1
-                batch = None
-            else:
-                layout = None
-                prefill = _layout(row, "prefill_", precision, model.is_moe)
-                decode = _layout(row, "decode_", precision, model.is_moe)
-                p_count, d_count = _degree(row, "prefill_workers"), _degree(row, "decode_workers")
-                batch = _degree(row, "decode_batch", 0) or None
-        except ValueError as error:
-            unsupported.append((rid, engine, mode, f"layout rule: {str(error).splitlines()[-1][:60]}"))
-            continue
-        concurrency = _num(row["concurrency"])
-        if concurrency is None and batch is not None:
-            # No client concurrency recorded: the run filled every decode slot [assumption].
-            concurrency = float(batch * d_count)
-        if concurrency is None:
-            unsupported.append((rid, engine, mode, "no concurrency"))
-            continue
-        cases.append(MeasuredCase(rid, engine, mode, row["model"], int(float(row["isl"])),
-                                  int(float(row["osl"])), concurrency, layout, prefill, p_count, decode,
-                                  d_count, batch, float(row["ttft_ms"]), float(row["tpot_ms"]), assumed))
-    return cases, unsupported
+# The parameters the built-in refit moves (benchmarks/fit_calibration.py).
+DEFAULT_PARAMETERS: tuple[str, ...] = (
+    "request_overhead_ms", "closed_loop_cohort_fraction", "closed_loop_cohort_exponent", "gemm_efficiency",
+    "memory_efficiency", "attention_efficiency", "step_overhead_ms", "layer_overhead_us", "allreduce_latency_us")
+# Residual (log ratio) a case the model cannot replay contributes: a factor e^3 ~ 20 off.
+UNMODELLED_RESIDUAL = 3.0
+LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 
 
 def predict(case: MeasuredCase, engine: calibration.EngineLike | None = None) -> tuple[float, float]:
-    """(TTFT ms, TPOT ms) predicted for a case; ``engine`` (a name or a trial EngineProfile)
-    overrides the case's."""
+    """(TTFT ms, TPOT ms) predicted for a case on its GPU; ``engine`` (a name or a trial
+    EngineProfile) overrides the case's."""
     from layoutopt.perf_model.estimate import estimate
 
-    result = estimate(case.model_id, "H100", engine=engine or case.engine, isl=case.isl, osl=case.osl,
+    result = estimate(case.model_id, case.gpu, engine=engine or case.engine, isl=case.isl, osl=case.osl,
                       layout=case.layout, prefill_layout=case.prefill_layout,
                       prefill_instances=case.prefill_instances, decode_layout=case.decode_layout,
                       decode_instances=case.decode_instances, concurrency=case.concurrency,
@@ -176,7 +65,7 @@ def predict(case: MeasuredCase, engine: calibration.EngineLike | None = None) ->
     return result.ttft_ms.mean, result.tpot_ms.mean
 
 
-def predict_all(cases: list[MeasuredCase], engine: calibration.EngineLike | None = None
+def predict_all(cases: Sequence[MeasuredCase], engine: calibration.EngineLike | None = None
                 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Predicted (TTFT ms, TPOT ms) arrays, NaN where a case cannot be modelled, with reasons."""
     ttft, tpot, reasons = np.full(len(cases), np.nan), np.full(len(cases), np.nan), []
@@ -206,94 +95,136 @@ def error_summary(predicted: np.ndarray, measured: np.ndarray) -> dict[str, floa
             "median_signed": float(np.median(rel) * 100)}
 
 
-# ---------------------------------------------------------------------------------------------- fit
-
-def fit_cases(cases: list[MeasuredCase]) -> list[MeasuredCase]:
-    """The cases a fit learns from: each measurement once (the CSV repeats some runs under several
-    ids), and no row whose worker counts are guessed (its error says nothing about the constants)."""
-    seen, out = set(), []
-    for case in cases:
-        key = (case.engine, case.mode, case.isl, case.osl, case.concurrency, case.ttft_ms, case.tpot_ms)
-        if case.worker_counts_assumed or key in seen:
-            continue
-        seen.add(key)
-        out.append(case)
-    return out
-
-
-def trial_profile(base: str, values: dict[str, float]) -> calibration.EngineProfile:
-    """The profile of ``base`` with ``values`` replaced (step functions take the object directly)."""
-    profile = calibration.get_engine_profile(base)
-    return calibration.EngineProfile.model_validate({**profile.model_dump(), **values, "name": f"{base}~fit"})
-
-
-def loss(cases: list[MeasuredCase], engine: calibration.EngineLike, penalty: float = 3.0) -> float:
-    """Mean over rows of |log(pred/meas)| for TTFT plus TPOT; unmodelled rows cost ``penalty``."""
+def log_residuals(cases: Sequence[MeasuredCase], engine: calibration.EngineLike | None = None) -> np.ndarray:
+    """(cases, 2) array of log(predicted / measured) for TTFT and TPOT; NaN where not modelled."""
     ttft, tpot, _ = predict_all(cases, engine)
-    meas_ttft = np.array([c.ttft_ms for c in cases])
-    meas_tpot = np.array([c.tpot_ms for c in cases])
-    total = 0.0
-    for pred, meas in ((ttft, meas_ttft), (tpot, meas_tpot)):
-        ok = np.isfinite(pred) & (pred > 0)
-        errors = np.where(ok, np.abs(np.log(np.where(ok, pred, 1.0) / meas)), penalty)
-        total += float(np.mean(np.minimum(errors, penalty)))
-    return total
-
-
-def _to_unit(values: dict[str, float]) -> np.ndarray:
-    return np.array([math.log(values[k]) if k in values and values[k] > 0 else 0.0 for k in FIT_PARAMETERS])
-
-
-def _from_unit(x: np.ndarray) -> dict[str, float]:
-    out = {}
-    for value, (key, (low, high)) in zip(x, FIT_PARAMETERS.items()):
-        out[key] = float(min(max(math.exp(value), low), high if high > 0 else 1e-9))
+    measured = np.array([[c.ttft_ms, c.tpot_ms] for c in cases], dtype=float).reshape(len(cases), 2)
+    predicted = np.stack([ttft, tpot], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log(predicted / measured)
+    out[~np.isfinite(out)] = np.nan
     return out
 
 
-def nelder_mead(function, x0: np.ndarray, step: float = 0.3, iterations: int = 60) -> tuple[np.ndarray, float]:
-    """Deterministic Nelder-Mead (standard coefficients) from ``x0``; returns (best x, best value)."""
-    dim = len(x0)
-    simplex = [x0] + [x0 + step * np.eye(dim)[i] for i in range(dim)]
-    values = [function(x) for x in simplex]
-    for _ in range(iterations):
-        order = np.argsort(values)
-        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
-        centroid = np.mean(simplex[:-1], axis=0)
-        reflected = centroid + (centroid - simplex[-1])
-        fr = function(reflected)
-        if fr < values[0]:
-            expanded = centroid + 2.0 * (centroid - simplex[-1])
-            fe = function(expanded)
-            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
-        elif fr < values[-2]:
-            simplex[-1], values[-1] = reflected, fr
-        else:
-            contracted = centroid + 0.5 * (simplex[-1] - centroid)
-            fc = function(contracted)
-            if fc < values[-1]:
-                simplex[-1], values[-1] = contracted, fc
-            else:
-                for i in range(1, len(simplex)):
-                    simplex[i] = simplex[0] + 0.5 * (simplex[i] - simplex[0])
-                    values[i] = function(simplex[i])
-    best = int(np.argmin(values))
-    return simplex[best], float(values[best])
+def trial_profile(base: calibration.EngineLike, values: dict[str, float]) -> calibration.EngineProfile:
+    """The profile ``base`` (a name or a profile) with ``values`` replaced."""
+    profile = calibration.resolve_engine(base)
+    name = profile.name if profile.name.endswith("~fit") else f"{profile.name}~fit"
+    return calibration.EngineProfile.model_validate({**profile.model_dump(), **values, "name": name})
 
 
-def current_values(engine: str) -> dict[str, float]:
-    """The FIT_PARAMETERS of ``engine`` as currently calibrated."""
-    values = calibration.get_engine_profile(engine).model_dump()
-    return {k: float(values[k]) for k in FIT_PARAMETERS}
+def min_cases(parameters: Sequence[str]) -> int:
+    """Fewest cases a fit of ``parameters`` needs: two residuals per case, and at least three
+    residuals per fitted constant so its standard error means something."""
+    return max(2, math.ceil(3 * len(parameters) / 2))
 
 
-def fit_engine(cases: list[MeasuredCase], engine: str, iterations: int = 60) -> tuple[dict[str, float], float]:
-    """Fitted FIT_PARAMETERS of ``engine`` on ``cases`` and the loss reached."""
-    start = current_values(engine)
-    x0 = _to_unit({k: max(float(start[k]), FIT_PARAMETERS[k][0]) for k in FIT_PARAMETERS})
+@dataclass(frozen=True)
+class FitResult:
+    """Outcome of :func:`fit_profile`.
 
-    def objective(x: np.ndarray) -> float:
-        return loss(cases, trial_profile(engine, _from_unit(x)))
+    ``residuals_before`` / ``residuals_after`` are (cases, 2) arrays of log(predicted / measured)
+    for TTFT and TPOT of each of ``cases`` under the base and the fitted profile (NaN where a case
+    cannot be modelled). ``standard_errors`` are one-sigma uncertainties of ``values`` in the
+    parameters' own units (delta method from the log-space Jacobian; inf where the rows do not
+    constrain a parameter, e.g. one that sits at its bound).
+    """
 
-    best, value = nelder_mead(objective, x0, iterations=iterations)
-    return _from_unit(best), value
+    profile: calibration.EngineProfile
+    parameters: tuple[str, ...]
+    values: dict[str, float]
+    standard_errors: dict[str, float]
+    base_values: dict[str, float]
+    cases: tuple[MeasuredCase, ...]
+    residuals_before: np.ndarray
+    residuals_after: np.ndarray
+    loss: str
+    cost: float
+    num_evaluations: int
+    converged: bool
+    message: str
+
+    def summary(self, after: bool = True) -> dict[str, dict[str, float]]:
+        """error_summary of TTFT and TPOT over the cases, after (default) or before the fit."""
+        residuals = self.residuals_after if after else self.residuals_before
+        measured = np.array([[c.ttft_ms, c.tpot_ms] for c in self.cases]).reshape(len(self.cases), 2)
+        predicted = np.exp(residuals) * measured
+        return {"ttft": error_summary(predicted[:, 0], measured[:, 0]),
+                "tpot": error_summary(predicted[:, 1], measured[:, 1])}
+
+
+def _check_parameters(parameters: Sequence[str]) -> tuple[str, ...]:
+    if not parameters:
+        raise InputError("parameters", list(parameters), "name at least one constant to fit: "
+                         + ", ".join(FIT_PARAMETERS))
+    unknown = [p for p in parameters if p not in FIT_PARAMETERS]
+    if unknown:
+        raise InputError("parameters", unknown, "fit one of " + ", ".join(FIT_PARAMETERS))
+    if len(set(parameters)) != len(parameters):
+        raise InputError("parameters", list(parameters), "name each constant once")
+    return tuple(parameters)
+
+
+def fit_profile(cases: list[MeasuredCase], base: calibration.EngineLike, parameters: Sequence[str], *,
+                loss: str = "soft_l1", f_scale: float = 0.1, max_nfev: int | None = None,
+                diff_step: float = 0.03) -> FitResult:
+    """Fit ``parameters`` of the profile ``base`` to ``cases`` by robust nonlinear least squares.
+
+    Residuals: log(pred / meas) of TTFT and TPOT of every case (a case the model cannot replay
+    contributes ``UNMODELLED_RESIDUAL``). ``loss`` is a ``scipy.optimize.least_squares`` loss and
+    ``f_scale`` its soft margin in log units (0.1: residuals beyond ~10 % count linearly, not
+    quadratically). Parameters move in log space inside ``FIT_PARAMETERS`` bounds, starting from
+    ``base``'s values (clipped into the bounds). Too few cases raise InputError saying how many
+    are needed.
+    """
+    params = _check_parameters(parameters)
+    if loss not in LOSSES:
+        raise InputError("loss", loss, "one of " + ", ".join(LOSSES))
+    if len(cases) < min_cases(params):
+        raise InputError("cases", len(cases), f"fitting {len(params)} constants ({', '.join(params)}) needs at "
+                         f"least {min_cases(params)} measured cases")
+    base_profile = calibration.resolve_engine(base)
+    base_values = {k: float(getattr(base_profile, k)) for k in params}
+    low = np.log([FIT_PARAMETERS[k][0] for k in params])
+    high = np.log([FIT_PARAMETERS[k][1] for k in params])
+    x0 = np.clip(np.log([max(base_values[k], 1e-12) for k in params]), low + 1e-9, high - 1e-9)
+    cases = list(cases)
+
+    def to_values(x: np.ndarray) -> dict[str, float]:
+        return {k: float(v) for k, v in zip(params, np.exp(x))}
+
+    def residual_vector(x: np.ndarray) -> np.ndarray:
+        r = log_residuals(cases, trial_profile(base_profile, to_values(x)))
+        return np.where(np.isfinite(r), r, UNMODELLED_RESIDUAL).ravel()
+
+    before = log_residuals(cases, base_profile)
+    solution = least_squares(residual_vector, x0, bounds=(low, high), loss=loss, f_scale=f_scale,
+                             diff_step=diff_step, x_scale=1.0, max_nfev=max_nfev or 40 * (len(params) + 1),
+                             xtol=1e-4, ftol=1e-4, gtol=1e-6, method="trf")
+    values = to_values(solution.x)
+    profile = trial_profile(base_profile, values)
+    after = log_residuals(cases, profile)
+    errors = _standard_errors(solution, values, params)
+    return FitResult(profile=profile, parameters=params, values=values, standard_errors=errors,
+                     base_values=base_values, cases=tuple(cases), residuals_before=before, residuals_after=after,
+                     loss=loss, cost=float(solution.cost), num_evaluations=int(solution.nfev),
+                     converged=bool(solution.status > 0), message=str(solution.message))
+
+
+def _standard_errors(solution, values: dict[str, float], params: tuple[str, ...]) -> dict[str, float]:
+    """One-sigma errors of the values: cov(log x) = s^2 (J^T J)^-1, s^2 = 2 cost / (m - n);
+    sigma(x) = x sigma(log x). Parameters the Jacobian does not see get inf."""
+    jac = np.asarray(solution.jac, dtype=float)
+    m, n = jac.shape
+    dof = max(m - n, 1)
+    s2 = 2.0 * float(solution.cost) / dof
+    seen = np.linalg.norm(jac, axis=0) > 1e-9
+    out = {k: math.inf for k in params}
+    if not seen.any():
+        return out
+    sub = jac[:, seen]
+    cov = np.linalg.pinv(sub.T @ sub) * s2
+    sigma_log = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    for k, s in zip([p for p, v in zip(params, seen) if v], sigma_log):
+        out[k] = float(values[k] * s)
+    return out

@@ -1,0 +1,242 @@
+"""Measurement rows (the CSV format of ``reference/measurements``) parsed into replayable cases.
+
+Rows of ``h100_sxm.csv`` and ``b200_sxm.csv`` (closed-loop benchmarks of vLLM, SGLang and
+TensorRT-LLM, fixed input and output lengths) become :class:`MeasuredCase` objects: the GPU from
+the ``system`` column, the served precision from ``gemm_quant_mode``, the layout of the one
+colocated worker or of the prefill and decode workers. Every row that cannot become a case is
+returned as a :class:`LeftOut` with the reason, never dropped silently.
+
+A disaggregated row with blank worker counts takes the layout of a fully described copy of the
+same run when the file has one, else it replays a guessed one prefill and one decode worker and
+says so (``worker_counts_assumed``); fits leave those out.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from layoutopt.errors import InputError, LayoutoptError
+from layoutopt.plan import Layout
+
+# ``system`` column -> catalog GPU name.
+SYSTEMS: dict[str, str] = {"h100_sxm": "H100-SXM", "b200_sxm": "B200", "h200_sxm": "H200-SXM",
+                           "b300_sxm": "B300", "gb200": "GB200", "gb300": "GB300", "a100_sxm": "A100-80GB-SXM",
+                           "mi300x": "MI300X", "mi325x": "MI325X", "mi355x": "MI355X"}
+# ``gemm_quant_mode`` (else ``precision``) -> the weight/compute precision layoutopt serves.
+QUANT_MODES: dict[str, str] = {"": "bf16", "bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8_block": "fp8",
+                               "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4"}
+
+
+class LeftOut(NamedTuple):
+    """A row that is not replayed, and why."""
+
+    row_id: str
+    engine: str
+    mode: str
+    reason: str
+    gpu: str = ""
+
+
+@dataclass(frozen=True)
+class MeasuredCase:
+    """One measurement row, parsed into what :func:`~layoutopt.perf_model.estimate.estimate` takes."""
+
+    row_id: str
+    engine: str
+    mode: str
+    model_id: str
+    isl: int
+    osl: int
+    concurrency: float
+    layout: Layout | None
+    prefill_layout: Layout | None
+    prefill_instances: int
+    decode_layout: Layout | None
+    decode_instances: int
+    decode_batch: int | None
+    ttft_ms: float
+    tpot_ms: float
+    # Disaggregated rows whose worker counts the CSV leaves blank and no fully described copy of the
+    # same measurement supplies: replayed as one prefill and one decode worker, a guess.
+    worker_counts_assumed: bool = False
+    gpu: str = "H100-SXM"
+
+
+_REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms")
+
+
+def _num(value: str | None) -> float | None:
+    value = (value or "").strip()
+    return float(value) if value else None
+
+
+def _degree(row: dict, key: str, default: int = 1) -> int:
+    value = _num(row.get(key, ""))
+    return int(value) if value and value >= 1 else default
+
+
+def _is_power_of_two(value: int) -> bool:
+    return value >= 1 and value & (value - 1) == 0
+
+
+def _layout(row: dict, prefix: str, precision: str, is_moe: bool) -> Layout:
+    tp, pp = _degree(row, f"{prefix}tp"), _degree(row, f"{prefix}pp")
+    if not _is_power_of_two(tp):
+        # A world size in the source, not a TP split (measurements README).
+        raise ValueError(f"tp {tp} is not a power of two")
+    dp = _degree(row, f"{prefix}attention_dp") if is_moe else 1
+    ep = _degree(row, f"{prefix}moe_ep") if is_moe else 1
+    return Layout(tp_size=tp, pp_size=pp, dp_size=dp, ep_size=ep, weight_precision=precision)
+
+
+_DISAGG_LAYOUT_COLUMNS = tuple(f"{side}_{name}" for side in ("prefill", "decode")
+                               for name in ("workers", "tp", "pp", "attention_dp", "moe_tp", "moe_ep", "batch"))
+
+
+def _measurement_key(row: dict) -> tuple:
+    """What identifies one measurement: engine, lengths, concurrency and the two measured latencies."""
+    return (row.get("system"), row["backend"], row["mode"], row["isl"], row["osl"], row.get("concurrency"),
+            row["ttft_ms"], row["tpot_ms"])
+
+
+def _has_worker_counts(row: dict) -> bool:
+    return bool((row.get("prefill_workers") or "").strip() and (row.get("decode_workers") or "").strip())
+
+
+def _with_described_twin(row: dict, described: dict[tuple, dict]) -> tuple[dict, bool]:
+    """(row, worker counts assumed) for a disaggregated row.
+
+    Some measurements are published twice: once with the whole deployment (worker counts, batch
+    per worker, attention DP) and once more with blank worker counts and the degrees summarized
+    (``tp16 ep16``). Identical latencies at identical lengths and concurrency are one run, so the
+    summarized copy takes the described copy's layout columns.
+    """
+    if row["mode"] != "disagg" or _has_worker_counts(row):
+        return row, False
+    twin = described.get(_measurement_key(row))
+    if twin is None:
+        return row, True
+    return {**row, **{k: twin[k] for k in _DISAGG_LAYOUT_COLUMNS}}, False
+
+
+def served_precision(row: dict) -> str | None:
+    """The precision layoutopt serves a row at, or None when it has no equivalent."""
+    quant = (row.get("gemm_quant_mode") or "").strip().lower()
+    if quant in QUANT_MODES:
+        return QUANT_MODES[quant]
+    if quant:
+        return None
+    return QUANT_MODES.get((row.get("precision") or "").strip().lower())
+
+
+def _gpu_name(row: dict, default_gpu: str | None) -> str | None:
+    from layoutopt.hardware_catalog.catalog import get_gpu
+
+    system = (row.get("system") or "").strip().lower()
+    name = SYSTEMS.get(system) or system or default_gpu
+    if not name:
+        return None
+    try:
+        return get_gpu(name).name
+    except LayoutoptError:
+        return None
+
+
+def _check_columns(path: Path, fieldnames: list[str] | None) -> None:
+    missing = [c for c in _REQUIRED if c not in (fieldnames or [])]
+    if missing:
+        raise InputError(f"{path.name} columns", ", ".join(missing) + " missing",
+                         "a measurement CSV needs the columns " + ", ".join(_REQUIRED)
+                         + " (see reference/measurements/README.md)")
+
+
+def load_cases(csv_path: str | Path, default_gpu: str | None = None) -> tuple[list[MeasuredCase], list[LeftOut]]:
+    """(cases, rows left out with their reasons) of one measurement CSV.
+
+    The GPU of a row is its ``system`` column (``h100_sxm``, ``b200_sxm`` or a catalog name);
+    ``default_gpu`` names it for files without that column.
+    """
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.model_catalog.catalog import get_model
+
+    path = Path(csv_path)
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        _check_columns(path, reader.fieldnames)
+        rows = list(reader)
+    described = {_measurement_key(r): r for r in rows if r["mode"] == "disagg" and _has_worker_counts(r)}
+    cases: list[MeasuredCase] = []
+    left_out: list[LeftOut] = []
+    for row in rows:
+        row, assumed = _with_described_twin(row, described)
+        rid, engine, mode = row["id"], row["backend"], row["mode"]
+        gpu = _gpu_name(row, default_gpu)
+
+        def leave(reason: str) -> None:
+            left_out.append(LeftOut(rid, engine, mode, reason, gpu or row.get("system", "")))
+
+        if gpu is None:
+            leave(f"GPU {row.get('system')!r} not in catalog")
+            continue
+        if mode not in ("agg", "disagg"):
+            leave(f"mode {mode!r}")
+            continue
+        try:
+            model = get_model(row["model"])
+        except LayoutoptError:
+            leave("model not in catalog")
+            continue
+        precision = served_precision(row)
+        if precision is None:
+            leave(f"precision {(row.get('gemm_quant_mode') or '').strip()!r}")
+            continue
+        if precision == "fp4" and model.expert_native_precision == "fp4" and not get_gpu(gpu).supports("fp4"):
+            # An MXFP4 checkpoint on a GPU without FP4 math (H100): the experts stay 4-bit in
+            # memory, GEMMs run in BF16 (the spec keeps native expert bytes).
+            precision = "bf16"
+        try:
+            if mode == "agg":
+                layout, prefill, decode = _layout(row, "", precision, model.is_moe), None, None
+                p_count = d_count = 1
+                batch = None
+            else:
+                layout = None
+                prefill = _layout(row, "prefill_", precision, model.is_moe)
+                decode = _layout(row, "decode_", precision, model.is_moe)
+                p_count, d_count = _degree(row, "prefill_workers"), _degree(row, "decode_workers")
+                batch = _degree(row, "decode_batch", 0) or None
+        except ValueError as error:
+            leave(f"layout rule: {str(error).splitlines()[-1][:60]}")
+            continue
+        concurrency = _num(row.get("concurrency"))
+        if concurrency is None and batch is not None:
+            # No client concurrency recorded: the run filled every decode slot [assumption].
+            concurrency = float(batch * d_count)
+        if concurrency is None:
+            leave("no concurrency")
+            continue
+        ttft, tpot = _num(row["ttft_ms"]), _num(row["tpot_ms"])
+        if not ttft or not tpot or ttft <= 0 or tpot <= 0:
+            leave("no measured TTFT/TPOT")
+            continue
+        cases.append(MeasuredCase(rid, engine, mode, row["model"], int(float(row["isl"])), int(float(row["osl"])),
+                                  concurrency, layout, prefill, p_count, decode, d_count, batch, ttft, tpot,
+                                  assumed, gpu))
+    return cases, left_out
+
+
+def fit_cases(cases: list[MeasuredCase]) -> list[MeasuredCase]:
+    """The cases a fit learns from: each measurement once (the CSV repeats some runs under several
+    ids), and no row whose worker counts are guessed (its error says nothing about the constants)."""
+    seen, out = set(), []
+    for case in cases:
+        key = (case.gpu, case.engine, case.mode, case.model_id, case.isl, case.osl, case.concurrency,
+               case.ttft_ms, case.tpot_ms)
+        if case.worker_counts_assumed or key in seen:
+            continue
+        seen.add(key)
+        out.append(case)
+    return out

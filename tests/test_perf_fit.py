@@ -1,0 +1,90 @@
+"""Measurement loading and the least-squares profile fit (layoutopt.perf_model.fit)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from layoutopt.errors import InputError
+from layoutopt.perf_model.calibration import get_engine_profile
+from layoutopt.perf_model.fit import MeasuredCase, fit_profile, load_cases, min_cases, predict, trial_profile
+from layoutopt.plan import Layout
+
+HEADER = ("id,backend,model,system,precision,mode,isl,osl,concurrency,gemm_quant_mode,moe_quant_mode,tp,pp,"
+          "attention_dp,moe_tp,moe_ep,prefill_workers,prefill_tp,prefill_pp,prefill_attention_dp,prefill_moe_tp,"
+          "prefill_moe_ep,prefill_batch,decode_workers,decode_tp,decode_pp,decode_attention_dp,decode_moe_tp,"
+          "decode_moe_ep,decode_batch,ttft_ms,tpot_ms\n")
+
+
+def _row(rid, system="h100_sxm", model="meta-llama/Llama-3.1-8B-Instruct", quant="fp8", tp="1", mode="agg",
+         disagg="," * 13):
+    agg = f"{tp},1,1,{tp},1" if mode == "agg" else ",,,,"
+    return f"{rid},vllm,{model},{system},{quant},{mode},1024,128,8,{quant},{quant},{agg},{disagg},100.0,10.0\n"
+
+
+def test_load_cases_reads_the_gpu_of_each_row_and_says_why_rows_are_left_out(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER + _row("a") + _row("b", system="b200_sxm", quant="nvfp4")
+                    + _row("c", model="nobody/unknown-model") + _row("d", system="tpu_v9")
+                    + _row("e", tp="6") + _row("f", quant="int2"))
+    cases, left = load_cases(path)
+    assert [(c.row_id, c.gpu, c.layout.weight_precision) for c in cases] == [("a", "H100-SXM", "fp8"),
+                                                                              ("b", "B200", "fp4")]
+    reasons = {x.row_id: x.reason for x in left}
+    assert reasons["c"] == "model not in catalog"
+    assert "tpu_v9" in reasons["d"]
+    assert "power of two" in reasons["e"]
+    assert "int2" in reasons["f"]
+    assert len(cases) + len(left) == 6
+
+
+def test_load_cases_names_missing_columns(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("id,backend\nx,vllm\n")
+    with pytest.raises(InputError, match="ttft_ms"):
+        load_cases(path)
+
+
+def _synthetic_cases(truth) -> list[MeasuredCase]:
+    """Cases whose 'measurements' are the model's own predictions under ``truth``."""
+    cases = []
+    for i, (isl, osl, conc, tp) in enumerate([(128, 512, 1, 1), (4096, 256, 8, 1), (1024, 1024, 64, 2),
+                                              (8192, 128, 4, 2), (512, 2048, 128, 4), (2048, 512, 32, 1),
+                                              (16384, 64, 2, 4), (256, 256, 256, 2)]):
+        case = MeasuredCase(f"s{i}", "vllm", "agg", "meta-llama/Llama-3.1-8B-Instruct", isl, osl, float(conc),
+                            Layout(tp_size=tp, weight_precision="fp8"), None, 1, None, 1, None, 1.0, 1.0,
+                            gpu="H100-SXM")
+        ttft, tpot = predict(case, truth)
+        cases.append(dataclasses.replace(case, ttft_ms=ttft, tpot_ms=tpot))
+    return cases
+
+
+def test_fit_profile_recovers_constants_that_generated_the_measurements():
+    base = get_engine_profile("vllm")
+    truth = trial_profile(base, {"gemm_efficiency": 0.45, "memory_efficiency": 0.70})
+    cases = _synthetic_cases(truth)
+    result = fit_profile(cases, base, ["gemm_efficiency", "memory_efficiency"])
+    assert result.values["gemm_efficiency"] == pytest.approx(0.45, rel=0.03)
+    assert result.values["memory_efficiency"] == pytest.approx(0.70, rel=0.03)
+    assert result.profile.gemm_efficiency == result.values["gemm_efficiency"]
+    # Before the fit the base profile is off; after it every case is within 2 %.
+    assert np.nanmax(np.abs(result.residuals_before)) > 0.05
+    assert np.nanmax(np.abs(result.residuals_after)) < 0.02
+    assert result.residuals_after.shape == (len(cases), 2)
+    assert all(math.isfinite(s) and s < 0.05 for s in result.standard_errors.values())
+    assert result.summary()["tpot"]["mdape"] < result.summary(after=False)["tpot"]["mdape"]
+
+
+def test_fit_profile_says_how_many_cases_it_needs_and_which_parameters_exist():
+    cases = _synthetic_cases(get_engine_profile("vllm"))[:2]
+    params = ["gemm_efficiency", "memory_efficiency", "step_overhead_ms"]
+    assert min_cases(params) == 5
+    with pytest.raises(InputError, match="at least 5 measured cases"):
+        fit_profile(cases, "vllm", params)
+    with pytest.raises(InputError, match="parameters"):
+        fit_profile(cases, "vllm", ["warp_speed"])
+    with pytest.raises(InputError, match="loss"):
+        fit_profile(cases * 3, "vllm", ["gemm_efficiency"], loss="quartic")
