@@ -12,12 +12,25 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from layoutopt.bounds import MAX_GPUS
+
 Precision = Literal["bf16", "fp8", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "fp4")
 
 
+# Upper bounds of catalog numbers: orders of magnitude above any GPU built, so a typo
+# (an extra 000, 1e30) is an error instead of an overflow in the solver's integer tables.
+MAX_USD_PER_GPU_HOUR = 10_000.0
+MAX_TFLOPS = 1e6
+MAX_MEMORY_GIB = 1e5
+MAX_GB_PER_S = 1e6
+MAX_GBIT_PER_S = 1e7
+MAX_TDP_W = 1e5
+MAX_GPUS_PER_NODE = 10_000
+
+
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class GpuPrice(_Frozen):
@@ -28,9 +41,9 @@ class GpuPrice(_Frozen):
     Invariant: low <= typical <= high.
     """
 
-    typical_usd_per_hour: float = Field(gt=0)
-    low_usd_per_hour: float = Field(gt=0)
-    high_usd_per_hour: float = Field(gt=0)
+    typical_usd_per_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR)
+    low_usd_per_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR)
+    high_usd_per_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR)
     as_of: str = Field(description="date (YYYY-MM or YYYY-MM-DD) of the observations")
     source: str
 
@@ -50,18 +63,18 @@ class GpuSpec(_Frozen):
     name: str = Field(description="canonical catalog name, e.g. 'H100-SXM'")
     aliases: tuple[str, ...] = ()
     vendor: Literal["nvidia", "amd"]
-    bf16_tflops: float = Field(gt=0, description="dense BF16 peak")
-    fp8_tflops: float | None = Field(default=None, gt=0, description="dense FP8 peak; None if unsupported")
-    fp4_tflops: float | None = Field(default=None, gt=0, description="dense FP4 peak; None if unsupported")
-    memory_gib: float = Field(gt=0, description="HBM/GDDR capacity the runtime can see")
-    memory_bandwidth_gb_per_s: float = Field(gt=0)
+    bf16_tflops: float = Field(gt=0, le=MAX_TFLOPS, description="dense BF16 peak")
+    fp8_tflops: float | None = Field(default=None, gt=0, le=MAX_TFLOPS, description="dense FP8 peak; None if unsupported")
+    fp4_tflops: float | None = Field(default=None, gt=0, le=MAX_TFLOPS, description="dense FP4 peak; None if unsupported")
+    memory_gib: float = Field(gt=0, le=MAX_MEMORY_GIB, description="HBM/GDDR capacity the runtime can see")
+    memory_bandwidth_gb_per_s: float = Field(gt=0, le=MAX_GB_PER_S)
     scaleup_gb_per_s: float = Field(
-        ge=0, description="scale-up (NVLink/xGMI) bandwidth per GPU per direction; 0 when none"
+        ge=0, le=MAX_GB_PER_S, description="scale-up (NVLink/xGMI) bandwidth per GPU per direction; 0 when none"
     )
-    scaleup_domain_gpus: int = Field(ge=1, description="GPUs in one scale-up domain in its usual node")
-    pcie_gb_per_s: float = Field(gt=0, description="host PCIe bandwidth per direction")
-    nic_gbit_per_s: float = Field(gt=0, description="scale-out NIC bandwidth per GPU")
-    tdp_w: float = Field(gt=0)
+    scaleup_domain_gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs in one scale-up domain in its usual node")
+    pcie_gb_per_s: float = Field(gt=0, le=MAX_GB_PER_S, description="host PCIe bandwidth per direction")
+    nic_gbit_per_s: float = Field(gt=0, le=MAX_GBIT_PER_S, description="scale-out NIC bandwidth per GPU")
+    tdp_w: float = Field(gt=0, le=MAX_TDP_W)
     price: GpuPrice | None = None
     source: str
 
@@ -82,13 +95,13 @@ class NodeType(_Frozen):
 
     name: str
     gpu: str = Field(description="canonical GPU name")
-    gpus_per_node: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1, le=MAX_GPUS_PER_NODE)
     nvlink_domain_gpus: int = Field(
-        ge=1, description="GPUs sharing one scale-up domain (8 on HGX, 72 on NVL72, 1 on PCIe)"
+        ge=1, le=MAX_GPUS, description="GPUs sharing one scale-up domain (8 on HGX, 72 on NVL72, 1 on PCIe)"
     )
-    gpus_per_tray: int | None = Field(default=None, ge=1, description="GPUs per compute tray (NVL72)")
-    nics_per_node: int = Field(ge=0)
-    nic_gbit_per_s: float = Field(gt=0, description="bandwidth of one NIC")
+    gpus_per_tray: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per compute tray (NVL72)")
+    nics_per_node: int = Field(ge=0, le=MAX_GPUS_PER_NODE)
+    nic_gbit_per_s: float = Field(gt=0, le=MAX_GBIT_PER_S, description="bandwidth of one NIC")
     default_for_gpu: bool = Field(default=False, description="used when a budget names only the GPU")
     source: str
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from layoutopt.errors import InputError
+from layoutopt.io_safe import MAX_PLAN_BYTES, read_json
 from layoutopt.plan.schema import Plan
 
 
@@ -17,12 +17,7 @@ def load_plan(path: str | Path) -> Plan:
     Unreadable, malformed or schema-invalid files raise one ``InputError`` naming the file.
     """
     allowed = "a plan JSON as written by layoutopt solve --format json"
-    try:
-        data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as error:
-        raise InputError("plan", str(path), allowed, f"line {error.lineno}: {error.msg}") from None
-    except UnicodeDecodeError:
-        raise InputError("plan", str(path), allowed, "the file is not text") from None
+    data = read_json(path, "plan", max_bytes=MAX_PLAN_BYTES)
     if not isinstance(data, dict):
         raise InputError("plan", str(path), allowed, f"the file holds a JSON {type(data).__name__}, not an object")
     try:

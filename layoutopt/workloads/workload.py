@@ -29,7 +29,7 @@ def _is_pair(pair: Any) -> bool:
 class Workload(BaseModel):
     """What the service must handle. ``arrival_rate_rps`` None means: find the highest rate."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = "custom"
     # Declared first so a bad pair is the error reported, not the marginals derived from it.
