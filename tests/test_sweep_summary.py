@@ -220,3 +220,19 @@ def test_results_appear_while_the_sweep_runs(tmp_path):
 
     sweep(_spec([1.0, 2.0]), tmp_path, workers=1, solve_fn=watching_solve, plots=False, parquet_every_s=0.0)
     assert seen == [(0, 0), (1, 1), (2, 2), (3, 3)]
+
+
+def test_report_page_has_answer_tables_plots_and_assumptions(tmp_path):
+    result = sweep(_spec([1.0, 4.0]), tmp_path, workers=1, solve_fn=_capacity_solve, report=True)
+    page = (tmp_path / "report.md").read_text()
+    assert result.report_path == str(tmp_path / "report.md")
+    assert page.startswith("# What to buy: sweep hand")
+    # the answer: 8xH100 (4 USD/h per GPU) is cheaper than 8xH200 (5 USD/h) at every rate
+    assert "cheapest is 8xH100 1 to 3 req/s; 8xH100 or 8xH200 3 to 4 req/s (not settled); 8xH100 at 4 req/s" in page
+    assert "| 1 | 8xH100 | H100-SXM:1 | 4.00 | 900 | 2,700 | 3 |" in page
+    for plot in result.summary.plots:
+        assert f"({plot})" in page
+    # prices of the GPU types the options may use, with their dates and sources
+    assert "| H100-SXM | 3.99 |" in page and "| H200-SXM |" in page and "2026-" in page and "[SKY-L]" in page
+    assert "| p90 <= 1000 | p90 <= 30 | 0.9 |" in page
+    assert "| chat | 1400 / 2900 | 250 / 550 | 0.2 | lognormal |" in page

@@ -35,6 +35,8 @@ def _render(result) -> None:
         out.print(f"crossover: {crossover_text(crossover)}")
     out.print(f"results: {result.csv_path}, {result.parquet_path}")
     out.print(f"summary: {result.summary_markdown_path}, {result.summary_json_path}")
+    if result.report_path:
+        out.print(f"report: {result.report_path}")
 
 
 @click.command(name="sweep")
@@ -48,11 +50,14 @@ def _render(result) -> None:
               "`ray start`), host:6379, or ray://head:10001 (Ray Client); default: start a local Ray")
 @click.option("--workers", type=click.IntRange(min=1), help="parallel cells (default: one per CPU)")
 @click.option("--retry-errors", is_flag=True, help="run again the cells recorded with status error")
-@click.option("--no-plots", is_flag=True, help="skip the PNG plots of the summary")
+@click.option("--no-plots", is_flag=True, help="skip the SVG and PNG plots of the summary")
+@click.option("--report", "report", is_flag=True,
+              help="also write report.md: one page with the tables, plots and assumptions (prices with dates "
+              "and sources, SLOs, workloads) to forward")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @format_option
 def command(spec_path: Path, out_dir: Path, executor: str, address: str | None, workers: int | None,
-            retry_errors: bool, no_plots: bool, no_progress: bool, output_format: str) -> None:
+            retry_errors: bool, no_plots: bool, report: bool, no_progress: bool, output_format: str) -> None:
     """Solve every cell of the grid in SWEEP_YAML (models x GPU types or budgets x rates x workloads x
     SLOs x objectives) and write results.csv, results.parquet, summary.md, summary.json and plots/ to
     --out. Cells already in --out are skipped; a failed cell is recorded with its error."""
@@ -63,7 +68,7 @@ def command(spec_path: Path, out_dir: Path, executor: str, address: str | None, 
         raise InputError("--ray-address", address, "only with --executor ray")
     result = sweep(spec_path, out_dir, executor=executor, address=address, workers=workers,
                    progress=not no_progress, retry_errors=retry_errors,
-                   plots=not no_plots)
+                   plots=not no_plots, report=report)
     if output_format == "json":
         echo_json(result.summary)
     else:

@@ -47,6 +47,7 @@ class SweepResult(BaseModel):
     parquet_path: str
     summary_json_path: str
     summary_markdown_path: str
+    report_path: str | None = Field(default=None, description="report.md, when asked for")
     wall_time_s: float
 
 
@@ -112,7 +113,8 @@ def _in_grid_order(rows: dict[str, CellResult], cells) -> list[CellResult]:
 def sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
           workers: int | None = None, solve_fn: SolveFn | None = None, progress: bool = False,
           retry_errors: bool = False, plots: bool = True, base_dir: str | Path | None = None,
-          parquet_every_s: float = PARQUET_EVERY_S, summary_every_s: float = SUMMARY_EVERY_S) -> SweepResult:
+          parquet_every_s: float = PARQUET_EVERY_S, summary_every_s: float = SUMMARY_EVERY_S,
+          report: bool = False) -> SweepResult:
     """Run the sweep ``spec`` (a ``SweepSpec`` or a ``sweep.yaml`` path) into ``out_dir``.
 
     ``executor``: ``local`` (``workers`` processes, default one per CPU; 1 runs in this process) or
@@ -124,7 +126,8 @@ def sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: str = 
     ``summary.md`` and ``plots/``. While it runs, ``results.csv`` gets a row as each cell finishes,
     ``results.parquet`` is rewritten at most every ``parquet_every_s`` seconds and the summary
     (without plots) every ``summary_every_s`` seconds, so an interrupted sweep leaves all three
-    readable; the final files are in grid order.
+    readable; the final files are in grid order. ``report`` also writes ``report.md``, one page
+    with the tables, plots and assumptions (prices with dates and sources, SLOs, workloads).
     """
     start_s = time.perf_counter()
     if workers is not None and workers < 1:
@@ -160,11 +163,17 @@ def sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: str = 
     ordered = _in_grid_order(rows, cells)
     csv_path, parquet_path = write_tables(ordered, out)
     summary = write_summary(ordered, out, spec.name, plots=plots)
+    report_path = None
+    if report:
+        from layoutopt.sweep.report import write_report
+
+        report_path = str(write_report(summary, cells, ordered, out))
     return SweepResult(
         name=spec.name, out_dir=str(out), rows=ordered, summary=summary, num_cells=len(cells), num_run=len(todo),
         num_skipped=num_skipped, num_errors=sum(row.status == "error" for row in ordered),
         csv_path=str(csv_path), parquet_path=str(parquet_path), summary_json_path=str(out / JSON_NAME),
-        summary_markdown_path=str(out / MARKDOWN_NAME), wall_time_s=time.perf_counter() - start_s,
+        summary_markdown_path=str(out / MARKDOWN_NAME), report_path=report_path,
+        wall_time_s=time.perf_counter() - start_s,
     )
 
 
