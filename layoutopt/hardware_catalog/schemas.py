@@ -63,6 +63,8 @@ class GpuSpec(_Frozen):
     name: str = Field(description="canonical catalog name, e.g. 'H100-SXM'")
     aliases: tuple[str, ...] = ()
     vendor: Literal["nvidia", "amd"]
+    compute_capability: float | None = Field(
+        default=None, ge=1, le=20, description="CUDA compute capability major.minor (e.g. 9.0); None for non-NVIDIA GPUs")
     bf16_tflops: float = Field(gt=0, le=MAX_TFLOPS, description="dense BF16 peak")
     fp8_tflops: float | None = Field(default=None, gt=0, le=MAX_TFLOPS, description="dense FP8 peak; None if unsupported")
     fp4_tflops: float | None = Field(default=None, gt=0, le=MAX_TFLOPS, description="dense FP4 peak; None if unsupported")
@@ -88,6 +90,11 @@ class GpuSpec(_Frozen):
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * 2**30
+
+    @property
+    def compute_capability_x10(self) -> int | None:
+        """Compute capability as engines compare it (9.0 -> 90, 8.9 -> 89), None when not CUDA."""
+        return None if self.compute_capability is None else int(round(self.compute_capability * 10))
 
 
 class NodeType(_Frozen):
