@@ -58,11 +58,13 @@ def _degree_options(prefix: str, label: str):
 @click.option("--decode-instances", type=click.IntRange(min=1), default=None, help="decode instances (disaggregated)")
 @click.option("--concurrency", type=click.FloatRange(min=0, min_open=True), help="requests in flight (closed loop)")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Poisson arrivals in requests/s (open loop)")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
+              help="profile YAML from layoutopt calibrate, instead of the built-in constants")
 @format_option
 def command(model, gpu, engine, precision, kv_precision, isl, osl, workload_path, batch, instances,
-            prefill_instances, decode_instances, concurrency, rate, output_format, **degrees) -> None:
+            prefill_instances, decode_instances, concurrency, rate, profile_path, output_format, **degrees) -> None:
     """Predict latency (TTFT, TPOT percentiles), throughput, memory and bottlenecks of one deployment."""
-    from layoutopt.perf_model.estimate import estimate
+    from layoutopt.api import estimate
 
     workload = None
     if workload_path:
@@ -80,7 +82,7 @@ def command(model, gpu, engine, precision, kv_precision, isl, osl, workload_path
     else:
         kwargs = dict(layout=_layout("", degrees, precision, kv_precision), instances=instances)
     result = estimate(model, gpu, engine=engine, workload=workload, isl=isl, osl=osl, concurrency=concurrency,
-                      rate=rate, max_batch_size=batch, **kwargs)
+                      rate=rate, max_batch_size=batch, profile=profile_path, **kwargs)
     if output_format == "json":
         echo_json(result)
     else:
@@ -112,6 +114,8 @@ def _render(result) -> None:
     for name, stats in (("TTFT", result.ttft_ms), ("TPOT", result.tpot_ms)):
         latency.add_row(name, _ms(stats.mean), _ms(stats.p50), _ms(stats.p90), _ms(stats.p99))
     out.print(latency)
+    if result.error_band is not None:
+        out.print(f"expected error: {result.error_band.shown()}")
     throughput = Table(title="Throughput")
     throughput.add_column("metric")
     throughput.add_column("value", justify="right")

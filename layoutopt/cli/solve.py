@@ -28,6 +28,8 @@ from layoutopt.errors import InfeasibleError, InputError
               default="goodput-per-dollar", show_default=True)
 @click.option("--mode", type=click.Choice(["auto", "colocated", "disaggregated"]), default="auto", show_default=True)
 @click.option("--engine", default="vllm", show_default=True)
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
+              help="profile YAML from layoutopt calibrate, instead of the built-in constants of its GPU generation")
 @click.option("--precision", type=click.Choice(["auto", "bf16", "fp8", "fp4"]), default="auto", show_default=True,
               help="weight precision; auto lets the solver choose weights and KV cache")
 @click.option("--headroom", type=float, default=0.7, show_default=True, help="target utilization of each instance")
@@ -44,8 +46,8 @@ from layoutopt.errors import InfeasibleError, InputError
 @format_option
 @click.option("--output", "output_path", type=click.Path(dir_okay=False), default=None,
               help="also write the plan as JSON to this file")
-def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine, precision,
-            headroom, top_k, time_limit_s, gpus_path, prices_path, verify, verify_requests, emit_dir, output_format,
+def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine,
+            profile_path, precision, headroom, top_k, time_limit_s, gpus_path, prices_path, verify, verify_requests, emit_dir, output_format,
             output_path) -> None:
     """Find the layout that maximizes goodput per dollar (or another --objective) under the SLO."""
     from layoutopt import api
@@ -55,7 +57,7 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
     plan = api.solve(model, budget, slo_path, workload_path, isl=isl, osl=osl, rate_rps=rate_rps,
                      objective=objective, mode=mode, engine=engine, precision=precision, headroom=headroom,
                      top_k=top_k, time_limit_s=time_limit_s, gpus_path=gpus_path, prices_path=prices_path,
-                     cluster=cluster_path, spread_racks=spread_racks)
+                     cluster=cluster_path, spread_racks=spread_racks, profile=profile_path)
     if verify and plan.pools:
         from layoutopt.simulator.verify import verify_plan
 

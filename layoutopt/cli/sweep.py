@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import click
@@ -55,9 +56,12 @@ def _render(result) -> None:
               help="also write report.md: one page with the tables, plots and assumptions (prices with dates "
               "and sources, SLOs, workloads) to forward")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
+              help="profile YAML from layoutopt calibrate for every cell (use a fresh --out: done cells are skipped)")
 @format_option
 def command(spec_path: Path, out_dir: Path, executor: str, address: str | None, workers: int | None,
-            retry_errors: bool, no_plots: bool, report: bool, no_progress: bool, output_format: str) -> None:
+            retry_errors: bool, no_plots: bool, report: bool, no_progress: bool, profile_path: str | None,
+            output_format: str) -> None:
     """Solve every cell of the grid in SWEEP_YAML (models x GPU types or budgets x rates x workloads x
     SLOs x objectives) and write results.csv, results.parquet, summary.md, summary.json and plots/ to
     --out. Cells already in --out are skipped; a failed cell is recorded with its error."""
@@ -66,7 +70,11 @@ def command(spec_path: Path, out_dir: Path, executor: str, address: str | None, 
 
     if address is not None and executor != "ray":
         raise InputError("--ray-address", address, "only with --executor ray")
-    result = sweep(spec_path, out_dir, executor=executor, address=address, workers=workers,
+    from layoutopt.calibrate.apply import resolve_profile, solve
+
+    # Each cell solves with the profile (loaded once here) and reports its error bands.
+    solve_fn = functools.partial(solve, profile=resolve_profile(profile_path))
+    result = sweep(spec_path, out_dir, executor=executor, address=address, workers=workers, solve_fn=solve_fn,
                    progress=not no_progress, retry_errors=retry_errors,
                    plots=not no_plots, report=report)
     if output_format == "json":

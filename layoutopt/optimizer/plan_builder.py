@@ -86,7 +86,8 @@ def build_plan(found: SearchResult, *, model: ModelSpec, table: CandidateTable, 
         candidates_dropped={f.name: f.num_dropped for f in table.filters},
     )
     return Plan(
-        status=best.status, objective=objective, mode=plan_mode(used), model=model.name, engine=engine,
+        status=best.status, objective=objective, mode=plan_mode(used), model=model.name,
+        engine=engine if isinstance(engine, str) else engine.name,
         workload=_inputs(workload, slo, budget, headroom), pools=pools,
         totals=totals_of(pools, goodput_rps(best), table.mean_output_tokens), latency=latency_of(used, best, slo),
         solver=_solver_info(best, table, time_limit_s), explanation=explanation, alternatives=alternatives,
@@ -116,7 +117,8 @@ def infeasible_plan(outcome: SolveOutcome, *, model: ModelSpec, table: Candidate
         candidates_dropped={f.name: f.num_dropped for f in table.filters}, reasons=reasons, suggestions=suggestions,
     )
     return Plan(
-        status=outcome.status, objective=objective, mode=None, model=model.name, engine=engine,
+        status=outcome.status, objective=objective, mode=None, model=model.name,
+        engine=engine if isinstance(engine, str) else engine.name,
         workload=_inputs(workload, slo, budget, headroom), pools=[], totals=None, latency=None,
         solver=_solver_info(outcome, table, time_limit_s), explanation=explanation, defaults_used=list(defaults_used),
     )

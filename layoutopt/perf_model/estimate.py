@@ -25,7 +25,7 @@ from layoutopt.perf_model import memory
 from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
 from layoutopt.perf_model.calibration import EngineLike, resolve_engine
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
-from layoutopt.plan import Layout
+from layoutopt.plan import ErrorBand, Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
 from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate, rows_at_rate, series_ttft
 from layoutopt.workloads.distributions import FixedLength
@@ -77,6 +77,8 @@ class Estimate(_Out):
     bottleneck: dict[str, str] = Field(description="phase -> compute | memory | communication | queueing | kv_capacity")
     stable: bool = Field(description="False when the offered rate exceeds what the deployment drains")
     notes: list[str] = Field(default_factory=list)
+    error_band: ErrorBand | None = Field(default=None, description="expected error of TTFT and TPOT from the "
+                                         "calibration residuals of this engine, GPU generation and mode")
 
 
 def _resolve(model: ModelSpec | str, gpu: GpuSpec | str) -> tuple[ModelSpec, GpuSpec]:

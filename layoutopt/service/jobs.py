@@ -24,13 +24,13 @@ ApiFunction = Callable[..., BaseModel]
 
 
 def default_solve(**kwargs: Any) -> BaseModel:
-    from layoutopt.optimizer.solve import solve
+    from layoutopt.calibrate.apply import solve  # the optimizer's, with profile= and error bands
 
     return solve(**kwargs)
 
 
 def default_estimate(**kwargs: Any) -> BaseModel:
-    from layoutopt.perf_model.estimate import estimate
+    from layoutopt.calibrate.apply import estimate  # the perf model's, with profile= and the error band
 
     return estimate(**kwargs)
 
@@ -42,7 +42,8 @@ def default_simulate(**kwargs: Any) -> BaseModel:
 
 
 # Imported once by the fork server, so that every worker starts with them loaded.
-HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.perf_model.estimate", "layoutopt.simulator.run")
+HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.perf_model.estimate", "layoutopt.simulator.run",
+                 "layoutopt.calibrate.apply")
 
 
 def warm_up() -> None:
@@ -98,7 +99,9 @@ def solve_kwargs(request: SolveRequest) -> dict[str, Any]:
     from layoutopt.hardware_catalog.budget import parse_budget
 
     parse_budget(request.budget)  # answer a bad budget at once instead of after the queue
-    kwargs = request.model_dump(exclude={"workload", "slo", "model"})
+    kwargs = request.model_dump(exclude={"workload", "slo", "model", "profile"})
+    if request.profile is not None:
+        kwargs["profile"] = request.profile
     return {**kwargs, "model": request.model, "slo": request.slo, "workload": resolve_workload(request.workload)}
 
 
@@ -108,6 +111,8 @@ def estimate_kwargs(request: EstimateRequest) -> dict[str, Any]:
 
     get_gpu(request.gpu)
     kwargs = {name: getattr(request, name) for name in type(request).model_fields}
+    if kwargs["profile"] is None:
+        del kwargs["profile"]
     kwargs["rate"] = kwargs.pop("rate_rps")
     kwargs["workload"] = resolve_workload(request.workload)
     return kwargs

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from layoutopt.calibrate.profile_file import ProfileFile
 from layoutopt.errors import unknown_name_error
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.plan import Objective, Plan
@@ -26,6 +27,8 @@ MAX_SIMULATED_S = 3600.0
 Engine = Literal["vllm", "sglang", "trtllm"]
 
 WorkloadInput = str | dict[str, Any] | None
+PROFILE_DESCRIPTION = ("a profile written by layoutopt calibrate, by content (the YAML file as JSON), replacing the "
+                       "built-in constants of its engine on GPUs of its generation; never a server path")
 WORKLOAD_DESCRIPTION = ("a preset name (chat, rag, agent, summarization, code) or a mapping in the workload.yaml "
                         "shape, e.g. {preset: chat, arrival_rate_rps: 5} or {input_tokens: {lognormal: {mean: 2000, "
                         "p90: 4000}}, output_tokens: 256}; trace files are not read, give trace_pairs inline")
@@ -58,6 +61,7 @@ class SolveRequest(_Request):
     objective: Objective = "goodput-per-dollar"
     mode: Literal["auto", "colocated", "disaggregated"] = "auto"
     engine: Engine = "vllm"
+    profile: ProfileFile | None = Field(default=None, description=PROFILE_DESCRIPTION)
     precision: Literal["auto", "bf16", "fp8", "fp4"] = "auto"
     headroom: float = Field(default=0.7, gt=0, le=1, description="utilization ceiling per instance")
     top_k: int = Field(default=0, ge=0, le=MAX_TOP_K, description="next-best distinct plans to return")
@@ -80,6 +84,7 @@ class EstimateRequest(_Request):
     model: str | ModelSpec
     gpu: str = Field(examples=["H100"])
     engine: Engine = "vllm"
+    profile: ProfileFile | None = Field(default=None, description=PROFILE_DESCRIPTION)
     workload: WorkloadInput = Field(default=None, description=WORKLOAD_DESCRIPTION)
     isl: int | None = Field(default=None, ge=1)
     osl: int | None = Field(default=None, ge=1)

@@ -27,8 +27,8 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its error messages
 
 
 def default_solve(**kwargs: Any) -> Plan:
-    """The real optimizer (imported when first called, so workers import it once)."""
-    from layoutopt.optimizer.solve import solve
+    """The real optimizer (imported when first called, so workers import it once), with error bands."""
+    from layoutopt.calibrate.apply import solve
 
     return solve(**kwargs)
 
