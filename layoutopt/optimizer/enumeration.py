@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.engines import parse_engine_ref
 from layoutopt.optimizer.candidates import Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice
-from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, drop_dominated, latency_floor
+from layoutopt.optimizer.engine_rules import drop_rule_breakers, prune_with_pairing
+from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, latency_floor
 from layoutopt.plan import Percentiles
 from layoutopt.optimizer.space import Proposal, enumerate_proposals
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY
@@ -162,12 +164,13 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     ``max_stage_gpus`` and ``domain_capacity_gpus`` (see ``cluster_fit``); ``gpus`` then already
     carry the cluster's NVLink domain size.
     """
-    ctx = filter_context(model, workload, slo, engine, max_stage_gpus)
+    ref = parse_engine_ref(engine)  # the name picks the perf-model profile, the version the rules
+    ctx = filter_context(model, workload, slo, ref.name, max_stage_gpus)
     tally = _Tally()
     proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision, ctx.p90_input_tokens))
-    survivors = structural_survivors(ctx, proposals, tally)
+    survivors = drop_rule_breakers(ref, model, structural_survivors(ctx, proposals, tally), tally.drop)
     candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links)
-    candidates, dominated = drop_dominated(candidates)
+    candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
     for candidate, reason in dominated:
         tally.drop("dominated", reason)
     return CandidateTable(
@@ -176,4 +179,5 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
         mean_output_tokens=workload.mean_output_tokens, num_considered=len(proposals), filters=tally.records(),
         fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot,
         domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
+        incompatible_pairs=pairs,
     )

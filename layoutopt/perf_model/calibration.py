@@ -63,8 +63,13 @@ def _load_profiles() -> dict[str, EngineProfile]:
 
 
 def get_engine_profile(engine: str) -> EngineProfile:
-    """The calibration of ``engine`` ('vllm', 'sglang', 'trtllm'); unknown names raise InputError."""
+    """The calibration of ``engine`` ('vllm', 'sglang', 'trtllm'); unknown names raise InputError.
+
+    A versioned reference ('vllm==0.13.0') uses its engine's profile: the version selects the
+    engine rules and flags (``layoutopt.engines``), not the performance model.
+    """
     profiles = _load_profiles()
+    engine = engine.partition("==")[0].strip()
     profile = profiles.get(engine) or profiles.get(engine.lower())
     if profile is None:
         raise unknown_name_error("engine", engine, profiles)
