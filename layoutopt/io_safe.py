@@ -47,7 +47,7 @@ MAX_NESTING_DEPTH = 64
 # whole subtree): blocks documents of a few bytes that expand to billions of values.
 MAX_YAML_NODES = 1_000_000
 
-_NON_FINITE_KEY = "non_finite_values"
+NON_FINITE_KEY = "non_finite_values"
 
 
 def _mib(num_bytes: int) -> str:
@@ -296,18 +296,25 @@ def _first_non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
 # ----- JSON out
 
 
+def _pointer_part(key: object) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
 def finite_json(value: Any) -> tuple[Any, dict[str, str]]:
-    """(``value`` with every non-finite float replaced by None, {dotted path: 'inf' | '-inf' | 'nan'})."""
+    """(``value`` with every non-finite float replaced by None, {JSON pointer: 'inf' | '-inf' | 'nan'}).
+
+    Paths are JSON pointers (RFC 6901): ``/predicted/ttft_ms/p99``, ``/pools/0/capacity_rps``.
+    """
     replaced: dict[str, str] = {}
 
     def walk(item: Any, at: str) -> Any:
         if isinstance(item, float) and not math.isfinite(item):
-            replaced[at or "."] = "nan" if math.isnan(item) else ("inf" if item > 0 else "-inf")
+            replaced[at] = "nan" if math.isnan(item) else ("inf" if item > 0 else "-inf")
             return None
         if isinstance(item, dict):
-            return {k: walk(v, f"{at}.{k}" if at else str(k)) for k, v in item.items()}
+            return {k: walk(v, f"{at}/{_pointer_part(k)}") for k, v in item.items()}
         if isinstance(item, (list, tuple)):
-            return [walk(v, f"{at}[{i}]") for i, v in enumerate(item)]
+            return [walk(v, f"{at}/{i}") for i, v in enumerate(item)]
         return item
 
     return walk(value, ""), replaced
@@ -317,10 +324,39 @@ def dumps_json(value: Any, indent: int | None = 2) -> str:
     """Standard JSON text of plain data (dicts, lists, numbers, strings): never ``NaN`` or ``Infinity``.
 
     A non-finite float is written as ``null``; when ``value`` is an object, the key
-    ``non_finite_values`` then maps each such path to what it was (``"ttft_ms.p99": "inf"``: the
-    model predicts no finite value, e.g. an overloaded deployment whose queue grows without end).
+    ``non_finite_values`` then maps the JSON pointer of each to what it was
+    (``"/predicted/ttft_ms/p99": "inf"``: the model predicts no finite value, e.g. for an
+    overloaded deployment whose queue grows without end). :func:`restore_non_finite` undoes it.
     """
     clean, replaced = finite_json(value)
     if replaced and isinstance(clean, dict):
-        clean = {**clean, _NON_FINITE_KEY: replaced}
+        clean = {**clean, NON_FINITE_KEY: replaced}
     return json.dumps(clean, indent=indent, allow_nan=False)
+
+
+_NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def restore_non_finite(data: Any, field: str, shown: str) -> Any:
+    """``data`` (parsed from :func:`dumps_json` output) with its ``non_finite_values`` put back in place."""
+    if not isinstance(data, dict) or NON_FINITE_KEY not in data:
+        return data
+    data = dict(data)
+    replaced = data.pop(NON_FINITE_KEY)
+    if not isinstance(replaced, dict):
+        raise InputError(f"{field}.{NON_FINITE_KEY}", shown, "a mapping of JSON pointer -> 'inf', '-inf' or 'nan'")
+    for pointer, word in replaced.items():
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]] if pointer else []
+        parent: Any = data
+        try:
+            for part in parts[:-1]:
+                parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+            last = parts[-1]
+            index: Any = int(last) if isinstance(parent, list) else last
+            if word not in _NON_FINITE or parent[index] is not None:
+                raise ValueError
+            parent[index] = _NON_FINITE[word]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise InputError(f"{field}.{NON_FINITE_KEY}", f"{pointer}: {word}",
+                             "the pointer of a null value and one of 'inf', '-inf', 'nan'") from None
+    return data
