@@ -39,7 +39,8 @@ def resolve_profile(profile: ProfileInput) -> ProfileFile | None:
 
 
 def _engine_name(engine: EngineLike) -> str:
-    return engine if isinstance(engine, str) else engine.name
+    """The engine's name: 'vllm' for 'vllm', 'vllm==0.13.0' (the version selects rules, not constants) or a profile."""
+    return engine.partition("==")[0].strip().lower() if isinstance(engine, str) else engine.name
 
 
 def profile_engine(profile: ProfileFile | None, engine: EngineLike, gpu_names: Sequence[str]) -> EngineLike:

@@ -164,8 +164,9 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     ``max_stage_gpus`` and ``domain_capacity_gpus`` (see ``cluster_fit``); ``gpus`` then already
     carry the cluster's NVLink domain size.
     """
-    ref = parse_engine_ref(engine)  # the name picks the perf-model profile, the version the rules
-    ctx = filter_context(model, workload, slo, ref.name, max_stage_gpus)
+    # The name (or a fitted profile) drives the perf model, the version the engine rules.
+    ref = parse_engine_ref(engine if isinstance(engine, str) else engine.name)
+    ctx = filter_context(model, workload, slo, ref.name if isinstance(engine, str) else engine, max_stage_gpus)
     tally = _Tally()
     proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision, ctx.p90_input_tokens))
     survivors = drop_rule_breakers(ref, model, structural_survivors(ctx, proposals, tally), tally.drop)

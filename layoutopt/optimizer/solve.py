@@ -167,7 +167,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         raise InputError("--time-limit", time_limit_s, "seconds > 0")
     if budget is None and cluster is None:
         raise InputError("--budget", None, "a budget such as 32xH100 or '$400/h', or a --cluster file")
-    engine = str(parse_engine_ref(engine))  # 'vllm' -> 'vllm==0.33.0': the plan records the rules' version
+    if isinstance(engine, str):  # 'vllm' -> 'vllm==0.33.0': the plan records the rules' version
+        engine = str(parse_engine_ref(engine))
     defaults: list[str] = []
     spec = _resolve_model(model, defaults)
     catalog = load_catalog(gpus_path=gpus_path, prices_path=prices_path)
