@@ -48,7 +48,9 @@ def _degree_options(prefix: str, label: str):
 @click.command("estimate")
 @click.option("--model", required=True, help="catalog name, HuggingFace id or path to config.json")
 @click.option("--gpu", required=True, help="GPU name, e.g. H100")
-@click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm"]), default="vllm", show_default=True)
+@click.option("--engine", default="vllm", show_default=True,
+              help="vllm (0.33.0), vllm==0.13.0, sglang (0.5.23), sglang==0.5.3 or trtllm; the version selects the "
+                   "engine rules checked")
 @click.option("--precision", type=click.Choice(["bf16", "fp8", "fp4"]), default="bf16", show_default=True,
               help="weight precision")
 @click.option("--kv-precision", type=click.Choice(["bf16", "fp8"]), default=None, help="KV-cache precision")
@@ -128,6 +130,8 @@ def _render(result) -> None:
     out.print(latency)
     if result.error_band is not None:
         out.print(f"expected error: {result.error_band.shown()}")
+    for violation in result.rule_violations:
+        out.print(f"[bold red]engine rule broken[/bold red]: {violation}")
     throughput = Table(title="Throughput")
     throughput.add_column("metric")
     throughput.add_column("value", justify="right")

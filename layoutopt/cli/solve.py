@@ -58,7 +58,9 @@ def _checked_workload(model, workload_path, isl, osl):
 @click.option("--objective", type=click.Choice(["goodput-per-dollar", "max-goodput", "min-cost"]),
               default="goodput-per-dollar", show_default=True)
 @click.option("--mode", type=click.Choice(["auto", "colocated", "disaggregated"]), default="auto", show_default=True)
-@click.option("--engine", default="vllm", show_default=True)
+@click.option("--engine", default="vllm", show_default=True,
+              help="vllm (0.33.0), vllm==0.13.0, sglang (0.5.23), sglang==0.5.3 or trtllm; the version selects the "
+                   "engine rules the plan obeys (layoutopt catalog engines)")
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
               help="profile YAML from layoutopt calibrate, instead of the built-in constants of its GPU generation")
 @click.option("--precision", type=click.Choice(["auto", "bf16", "fp8", "fp4"]), default="auto", show_default=True,
