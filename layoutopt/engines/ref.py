@@ -63,3 +63,16 @@ def parse_engine_ref(text: "str | EngineRef", field: str = "--engine") -> Engine
         raise InputError(field, raw, f"{name} versions with engine data: {', '.join(versions)}",
                          "scripts/refresh_engine_data.py generates data for another release")
     return EngineRef(name=name, version=version)
+
+
+def engine_ref_of(engine: object) -> EngineRef | None:
+    """The rules reference of what the perf model takes as an engine: a name is parsed strictly
+    (InputError for an unknown one); a profile object (a fitted or trial profile, e.g. named
+    'vllm~fit') uses its engine's default version, or None when its name is no known engine."""
+    if isinstance(engine, (str, EngineRef)):
+        return parse_engine_ref(engine)
+    name = str(getattr(engine, "name", "")).split("~")[0]
+    try:
+        return parse_engine_ref(name)
+    except InputError:
+        return None

@@ -28,9 +28,14 @@ from layoutopt.plan import Layout
 RULE_PREFIX = "engine_rule:"
 
 
-def drop_rule_breakers(engine: EngineRef, model: ModelSpec, proposals: Sequence[Proposal],
+def drop_rule_breakers(engine: EngineRef | None, model: ModelSpec, proposals: Sequence[Proposal],
                        drop: Callable[[str, str], None]) -> list[Proposal]:
-    """The proposals ``engine`` can run; each other one is reported to ``drop(filter name, reason)``."""
+    """The proposals ``engine`` can run; each other one is reported to ``drop(filter name, reason)``.
+
+    ``engine`` None (a profile object named after no known engine) checks nothing.
+    """
+    if engine is None:
+        return list(proposals)
     kept = []
     for proposal in proposals:
         broken = check_layout(engine, model, proposal.gpu, proposal.layout, proposal.role)
@@ -47,9 +52,11 @@ def _pair_key(layout: Layout) -> tuple[int, int]:
     return layout.tp_size, layout.pp_size
 
 
-def incompatible_pairs(engine: EngineRef, model: ModelSpec,
+def incompatible_pairs(engine: EngineRef | None, model: ModelSpec,
                        candidates: Sequence[Candidate]) -> tuple[tuple[str, str], ...]:
     """(prefill name, decode name) of every candidate pair the engine cannot connect."""
+    if engine is None:
+        return ()
     prefills = [c for c in candidates if c.role == "prefill"]
     decodes = [c for c in candidates if c.role == "decode"]
     cache: dict[tuple, bool] = {}
@@ -84,7 +91,7 @@ def drop_dominated_within_pairing(candidates: list[Candidate], pairs: Sequence[t
     return [c for c in candidates if c.name in kept_names], dropped
 
 
-def prune_with_pairing(engine: EngineRef, model: ModelSpec, candidates: list[Candidate]
+def prune_with_pairing(engine: EngineRef | None, model: ModelSpec, candidates: list[Candidate]
                        ) -> tuple[list[Candidate], list[tuple[Candidate, str]], tuple[tuple[str, str], ...]]:
     """(kept candidates, dominated ones with reasons, incompatible pairs among the kept)."""
     pairs = incompatible_pairs(engine, model, candidates)

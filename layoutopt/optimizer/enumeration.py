@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.engines import parse_engine_ref
+from layoutopt.engines import engine_ref_of
 from layoutopt.optimizer.candidates import Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice
 from layoutopt.optimizer.engine_rules import drop_rule_breakers, prune_with_pairing
 from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, latency_floor
@@ -165,7 +165,7 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     carry the cluster's NVLink domain size.
     """
     # The name (or a fitted profile) drives the perf model, the version the engine rules.
-    ref = parse_engine_ref(engine if isinstance(engine, str) else engine.name)
+    ref = engine_ref_of(engine)
     ctx = filter_context(model, workload, slo, ref.name if isinstance(engine, str) else engine, max_stage_gpus)
     tally = _Tally()
     proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision, ctx.p90_input_tokens))

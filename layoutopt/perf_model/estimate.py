@@ -23,7 +23,7 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
-from layoutopt.engines import RuleViolation, check_layout, engine_notes, parse_engine_ref
+from layoutopt.engines import RuleViolation, check_layout, engine_notes, engine_ref_of
 from layoutopt.perf_model.calibration import EngineLike, resolve_engine
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.plan import ErrorBand, Layout
@@ -136,9 +136,9 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
     """
     model, gpu = _resolve(model, gpu)
     # 'vllm==0.13.0' picks vLLM's constants and 0.13.0's rules; a profile object its engine's default rules.
-    ref = parse_engine_ref(engine if isinstance(engine, str) else engine.name)
+    ref = engine_ref_of(engine)
     profile = resolve_engine(engine)
-    engine = str(ref) if isinstance(engine, str) else profile.name
+    engine = str(ref) if isinstance(engine, str) and ref is not None else profile.name
     work = _workload(workload, isl, osl)
     if concurrency is not None and rate is not None:
         raise InputError("concurrency/rate", (concurrency, rate), "give one of concurrency (closed loop) or rate")
@@ -225,8 +225,8 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
                 _memory_report(model, gpu, decode_layout, "decode", context, profile)]
         throughput = system.throughput_rps
         _note_capacity(notes, dcosts, concurrency / decode_instances if concurrency else None)
-    broken = _rule_violations(ref, model, gpu, layout, prefill_layout, decode_layout)
-    notes += engine_notes(ref)
+    broken = [] if ref is None else _rule_violations(ref, model, gpu, layout, prefill_layout, decode_layout)
+    notes += [] if ref is None else engine_notes(ref)
     result = _result(model, gpu, engine, work, load, concurrency, rate, layouts, counts, gpus, system, per_instance,
                      throughput, mems, bottleneck, notes, disaggregated)
     return result.model_copy(update={"rule_violations": broken})
