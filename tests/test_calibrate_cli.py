@@ -168,3 +168,20 @@ def test_plan_json_carries_error_bands(profile_path, capsys):
     assert not colocated or colocated[0]["basis"].startswith("2-fold held-out")
     code, output = _run(solve[:4] + ["8xB200"] + solve[5:] + ["--profile", str(profile_path)], capsys)
     assert code == 2 and "B200 is blackwell" in output
+
+
+def test_python_api_takes_a_profile(profile_path):
+    from layoutopt import api
+    from layoutopt.plan import Layout
+
+    kwargs = dict(isl=1024, osl=128, layout=Layout(tp_size=4), concurrency=16)
+    builtin = api.estimate("qwen3-32b", "H100", **kwargs)
+    tuned = api.estimate("qwen3-32b", "H100", profile=api.load_profile(profile_path), **kwargs)
+    assert builtin.error_band.basis.startswith("built-in") and tuned.error_band.basis.startswith("2-fold")
+    assert tuned.error_band.num_rows == 10
+
+
+def test_verify_with_a_profile_is_refused(profile_path, capsys):
+    code, output = _run(["solve", "--model", "qwen3-8b", "--budget", "8xH100", "--verify", "--profile",
+                         str(profile_path)], capsys)
+    assert code == 2 and "--verify or --profile, not both" in output

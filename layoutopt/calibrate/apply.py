@@ -39,8 +39,8 @@ def resolve_profile(profile: ProfileInput) -> ProfileFile | None:
 
 
 def _engine_name(engine: EngineLike) -> str:
-    """The engine's name: 'vllm' for 'vllm', 'vllm==0.13.0' (the version selects rules, not constants) or a profile."""
-    return engine.partition("==")[0].strip().lower() if isinstance(engine, str) else engine.name
+    """'vllm' of 'vllm', 'vllm==0.33.0' (a versioned engine reference) or a profile object."""
+    return (engine if isinstance(engine, str) else engine.name).partition("==")[0].strip().lower()
 
 
 def profile_engine(profile: ProfileFile | None, engine: EngineLike, gpu_names: Sequence[str]) -> EngineLike:
@@ -119,15 +119,15 @@ def solve(model, budget=None, slo=None, workload=None, *, engine: EngineLike = "
     from layoutopt.optimizer.solve import solve as optimizer_solve
 
     loaded = resolve_profile(profile)
-    used = engine
+    constants = None
     if loaded is not None:
         gpus = _budget_gpus(budget, kwargs.get("gpus_path"))
         if gpus is None:
             raise InputError("--budget", budget, f"GPU counts of {loaded.gpu_generation} GPUs (e.g. 32x"
                              f"{loaded.gpus[0]}) with --profile: a dollar cap alone would plan other "
                              "generations with this profile's constants")
-        used = profile_engine(loaded, engine, gpus)
-    plan = optimizer_solve(model, budget, slo, workload, engine=used, **kwargs)
+        constants = profile_engine(loaded, engine, gpus)
+    plan = optimizer_solve(model, budget, slo, workload, engine=engine, profile=constants, **kwargs)
     if loaded is not None:
         # A cluster file may hold GPUs the budget did not name: check what the plan uses.
         profile_engine(loaded, engine, sorted({p.gpu for p in plan.pools}))

@@ -88,6 +88,10 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
     if budget is None and cluster_path is None:
         raise InputError("--budget", None, "a budget such as 32xH100 or '$400/h', or --cluster cluster.yaml")
     workload = _checked_workload(model, workload_path, isl, osl)
+    if verify and profile_path:
+        # The simulator builds its step tables from the built-in profile of plan.engine.
+        raise InputError("--verify", "with --profile", "--verify or --profile, not both: the simulator replays "
+                         "with the built-in constants, so it would not check the profile's plan")
     plan = api.solve(model, budget, slo_path, workload, isl=isl, osl=osl, rate_rps=rate_rps,
                      objective=objective, mode=mode, engine=engine, precision=precision, headroom=headroom,
                      top_k=top_k, time_limit_s=time_limit_s, gpus_path=gpus_path, prices_path=prices_path,

@@ -42,6 +42,7 @@ from layoutopt.plan import Objective, Plan
 from layoutopt.optimizer.plan_builder import build_plan, infeasible_plan
 from layoutopt.optimizer.scaling import to_integer_table
 from layoutopt.optimizer.search import SearchResult, search
+from layoutopt.perf_model.calibration import EngineProfile
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
@@ -143,7 +144,7 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
           engine: str = "vllm", precision: str = "auto", headroom: float = 0.7, top_k: int = 0,
           time_limit_s: float = 10.0, gpus_path: str | Path | None = None,
           prices_path: str | Path | None = None, cluster: "str | Path | Cluster | None" = None,
-          spread_racks: bool = False) -> Plan:
+          spread_racks: bool = False, profile: EngineProfile | None = None) -> Plan:
     """The serving plan that optimizes ``objective`` for ``model`` within ``budget`` under ``slo``.
 
     ``budget`` is a string such as '32xH100', '16xH100+16xH200' or '$400/h' (or a parsed Budget);
@@ -153,7 +154,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
     ``rate_rps`` (or the workload's arrival rate) is the traffic the plan must serve. Returns a
     Plan whose ``status`` is optimal, feasible, timeout (best plan so far, with its gap) or
     infeasible (with reasons and suggestions); a plan found is placed GPU by GPU (``placement``).
-    Raises InputError for invalid input.
+    ``profile`` (constants from a profile file, ``layoutopt calibrate``) replaces the built-in
+    performance-model profile of ``engine``. Raises InputError for invalid input.
     """
     started = time.perf_counter()
     _choice("--objective", objective, OBJECTIVES)
@@ -199,7 +201,7 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
             spec, gpu_list, resolved_workload, resolved_slo,
             gpu_limits=dict(parsed.gpu_counts) if gpu_limits is None else gpu_limits,
             max_usd_per_hour=parsed.max_usd_per_hour, min_rate_rps=target, mode=mode, engine=engine,
-            precision=precision, headroom=headroom, **cluster_args)
+            precision=precision, headroom=headroom, profile=profile, **cluster_args)
 
     def remaining_s() -> float:
         return max(0.1, time_limit_s - (time.perf_counter() - started))
