@@ -94,3 +94,11 @@ def test_solve_rejects_unknown_engines(engine, field):
     with pytest.raises(InputError) as error:
         api.solve("llama-3.1-8b", "8xH100", engine=engine)
     assert error.value.field == field
+
+
+def test_infeasible_plans_never_suggest_pcp_the_engine_cannot_run():
+    """A 100k-token prompt on 8xH100 misses TTFT; vLLM 0.33 has no PCP for GQA, so none is suggested."""
+    tight = SLO(ttft_ms={"p90": 1500}, tpot_ms={"p90": 100}, attainment=0.9)
+    plan = api.solve("qwen3-32b", "8xH100", slo=tight, isl=100_000, osl=100, time_limit_s=5)
+    assert plan.status == "infeasible"
+    assert plan.explanation.suggestions and not any("context parallelism" in s for s in plan.explanation.suggestions)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from layoutopt.engines import check_layout, engine_ref_of
 from layoutopt.hardware_catalog.budget import Budget
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
@@ -132,7 +133,10 @@ def _pcp_ttft(model: ModelSpec, table: CandidateTable, gpus: Sequence[GpuSpec], 
     if floor is None or gpu is None:
         return None
     best: tuple[str, float] | None = None
+    rules = engine_ref_of(engine)
     for layout in pcp_variants(floor.layout, gpu):
+        if rules is not None and check_layout(rules, model, gpu, layout, floor.role):
+            continue  # never suggest a PCP layout the engine cannot run (e.g. PCP on GQA in vLLM 0.33)
         perf = instance_capacity(model, gpu, layout, floor.role, workload, slo, engine=engine, headroom=headroom,
                                  kv_link=inter_node_link(gpu) if floor.role == "prefill" else None)
         if 0 < perf.unloaded_ttft_ms < floor.latency_ms and (best is None or perf.unloaded_ttft_ms < best[1]):
