@@ -42,9 +42,9 @@ def _print_errors(label: str, residuals: np.ndarray, modes: list[str]) -> None:
         if not mask.any():
             continue
         s = error_summary(residuals[mask])
-        print(f"  {label:28} {mode:6} rows {s.ttft.rows:4d}   "
-              f"TTFT MdAPE {s.ttft.mdape_pct:6.1f} % bias {s.ttft.bias_pct:+6.1f} % within20 {s.ttft.within_20_pct:5.1f} %   "
-              f"TPOT MdAPE {s.tpot.mdape_pct:6.1f} % bias {s.tpot.bias_pct:+6.1f} % within20 {s.tpot.within_20_pct:5.1f} %")
+        metrics = "   ".join(f"{name} MdAPE {e.mdape_pct:6.1f} % bias {e.bias_pct:+6.1f} % within20 "
+                               f"{e.within_20_pct:5.1f} %" for name, e in (("TTFT", s.ttft), ("TPOT", s.tpot)))
+        print(f"  {label:28} {mode:6} rows {s.ttft.rows:4d}   {metrics}")
 
 
 def main() -> None:

@@ -44,8 +44,8 @@ def builtin_bands() -> list:
     bands = []
     for (engine, generation), cases in sorted(groups.items()):
         residuals = log_residuals(cases)  # each case with its engine's built-in profile
-        basis = (f"built-in {engine} profile on reference/measurements/{', '.join(sorted(sources[engine, generation]))} "
-                 "(rows the built-in fit uses)")
+        files = ", ".join(sorted(sources[engine, generation]))
+        basis = f"built-in {engine} profile on reference/measurements/{files} (rows the built-in fit uses)"
         bands += bands_from_residuals(engine, generation, [c.mode for c in cases], residuals, basis)
     return bands
 

@@ -25,6 +25,7 @@ from layoutopt.calibrate.profile_file import (
     Errors,
     ErrorSummary,
     FittedConstant,
+    NOT_CONSTANTS,
     MetricErrors,
     ProfileFile,
     ProfileRow,
@@ -164,7 +165,7 @@ def calibrate_cases(cases: list[MeasuredCase], engine: str, *, parameters: Seque
     modes = [c.mode for c in cases]
     profile = ProfileFile(
         engine=engine, gpu_generation=generation, gpus=sorted({c.gpu for c in cases}),
-        constants={k: v for k, v in fit.profile.model_dump().items() if k not in ("name", "source")},
+        constants={k: v for k, v in fit.profile.model_dump().items() if k not in NOT_CONSTANTS},
         fitted=[FittedConstant(name=k, value=fit.values[k],
                                std_err=fit.standard_errors[k] if math.isfinite(fit.standard_errors[k]) else None,
                                before=fit.base_values[k]) for k in parameters],

@@ -12,7 +12,7 @@ For the last two the deployment comes from the ``RunContext`` (options or a side
 from __future__ import annotations
 
 import csv
-import json
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,6 +97,8 @@ def ingest(paths: list[str | Path], context: RunContext | None = None, run_info:
                 continue
             if wanted_gpu is not None and case.gpu != wanted_gpu:
                 continue
+            if case.row_id in out.source_of:  # same file name in two folders: keep ids unique
+                case = dataclasses.replace(case, row_id=f"{case.row_id}@{path.parent.name or path}")
             out.cases.append(case)
             out.source_of[case.row_id] = str(path)
     return out

@@ -32,6 +32,8 @@ from layoutopt.perf_model.calibration import EngineProfile
 from layoutopt.plan import ErrorBand
 
 PROFILE_SCHEMA_VERSION = 1
+# EngineProfile fields that are not constants: the profile file says them itself.
+NOT_CONSTANTS = ("name", "source", "generation")
 
 
 class _Frozen(BaseModel):
@@ -127,9 +129,11 @@ class ProfileFile(_Frozen):
 
     def engine_profile(self) -> EngineProfile:
         """The perf model's profile object; its name is the engine's, so plans name the engine."""
-        values = {k: v for k, v in self.constants.items() if k not in ("name", "source")}
+        values = {k: v for k, v in self.constants.items() if k not in NOT_CONSTANTS}
         source = (f"profile file: {self.engine} {self.gpu_generation} fitted "
                   f"{self.provenance.created_utc:%Y-%m-%d} on {self.provenance.num_rows} rows")
+        if "generation" in EngineProfile.model_fields:
+            values["generation"] = self.gpu_generation
         try:
             return EngineProfile(name=self.engine, source=source, **values)
         except ValidationError as error:
