@@ -250,6 +250,12 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
     if pp is not None:
         facts.add("pd_pp_rule", "decode_equal_or_one", *pp,
                   "A decode server's PP size must equal the prefill server's or be 1.")
+    else:
+        ratio = _first(wheel, disagg, r"self\.prefill_pp_size // self\.kv_mgr\.pp_size")
+        if ratio is not None:
+            facts.add("pd_pp_rule", "decode_divides_prefill", *ratio,
+                      "A decode rank reads the KV of prefill_pp_size // decode pp_size prefill PP ranks: the "
+                      "decode PP size must divide the prefill's.")
     _flag_facts(facts, flags, {
         "disaggregation_flags": ["--disaggregation-mode", "--disaggregation-bootstrap-port",
                                  "--disaggregation-transfer-backend"],

@@ -107,6 +107,12 @@ def test_sglang_decode_pp_equals_prefill_pp_or_one():
     assert v.rule == "pd_pp_mismatch" and v.values == {"prefill_pp": 1, "decode_pp": 2}
 
 
+def test_sglang_0_5_3_decode_pp_divides_prefill_pp():
+    assert check_pair("sglang==0.5.3", QWEN, Layout(pp_size=4), Layout(pp_size=2)) == []
+    [v] = check_pair("sglang==0.5.3", QWEN, Layout(pp_size=2), Layout(pp_size=4))
+    assert v.rule == "pd_pp_mismatch" and v.source.file == "sglang/srt/disaggregation/common/conn.py"
+
+
 @pytest.mark.parametrize("engine,model,layout,expected", [
     ("vllm==0.33.0", QWEN, Layout(tp_size=2, ep_size=2), ["expert_parallel"]),       # no experts
     ("vllm==0.33.0", QWEN_MOE, Layout(tp_size=2, dp_size=2, ep_size=4), []),        # ep = tp x dp

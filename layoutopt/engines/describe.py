@@ -31,7 +31,8 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
             rows.append(RuleSummary(rule=rule, summary=text(fact.value), source=fact.source))
 
     add("pd_tp_divisibility", "pd_tp_rule", lambda v: _PD_TP.get(v, v))
-    add("pd_pp_mismatch", "pd_pp_rule", lambda v: "decode PP must equal prefill PP or be 1")
+    add("pd_pp_mismatch", "pd_pp_rule", lambda v: {"decode_equal_or_one": "decode PP must equal prefill PP or be 1",
+                                                    "decode_divides_prefill": "decode PP must divide prefill PP"}.get(v, v))
     add("pp_kv_connector", "pp_kv_connector", lambda v: "PP > 1 with the NIXL connector: " + ", ".join(
         f"{role} {'allowed' if ok else 'refused'}" for role, ok in v.items()))
     add("pp_kv_connector", "pp_kv_connector_linear_attention",

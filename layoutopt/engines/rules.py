@@ -7,7 +7,8 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
 - ``pd_tp_divisibility`` (``pd_tp_rule``): prefill and decode pools exchange KV between TP ranks;
   vLLM 0.13 needs the decode TP to be a multiple of the prefill TP, vLLM 0.33 and SGLang need one
   TP to divide the other.
-- ``pd_pp_mismatch`` (``pd_pp_rule``, SGLang): a decode pool's PP equals the prefill pool's or is 1.
+- ``pd_pp_mismatch`` (``pd_pp_rule``, SGLang): a decode pool's PP equals the prefill pool's or is 1
+  (0.5.23), or divides it (0.5.3).
 - ``pp_kv_connector`` (``pp_kv_connector``, ``pp_kv_connector_linear_attention``, vLLM): PP on a
   prefill or decode instance with the NIXL connector.
 - ``pcp_unsupported`` (``pcp_attention``): prefill context parallelism needs an attention
@@ -141,6 +142,9 @@ def _pair_rules(check: _Checker, model: ModelSpec, prefill: Layout, decode: Layo
     fact = check.fact("pd_pp_rule")
     if fact is not None and fact.value == "decode_equal_or_one" and decode.pp_size not in (1, prefill.pp_size):
         check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must equal prefill PP {prefill.pp_size} or be 1",
+                  fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
+    elif fact is not None and fact.value == "decode_divides_prefill" and prefill.pp_size % decode.pp_size:
+        check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must divide prefill PP {prefill.pp_size}",
                   fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
 
 
