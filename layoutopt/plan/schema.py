@@ -171,3 +171,5 @@ class Plan(_Out):
     error_bands: list[ErrorBand] | None = Field(
         default=None, description="expected error of the predicted latencies per GPU generation and mode, from "
         "the calibration residuals of the profile used")
+    cluster: str | None = Field(default=None, description="name of the --cluster file whose real nodes placement[] "
+                                "names; None when the nodes are a plain budget's idealised ones")
