@@ -10,7 +10,7 @@ from layoutopt.errors import InputError
 from layoutopt.plan import Pool
 from layoutopt.report.checkpoints import checkpoints, served_checkpoint
 from layoutopt.report.emit import render
-from layoutopt.report.engine_flags import SUPPORTED_VERSIONS, load_engine_flags, parse_engine, unknown_flags
+from layoutopt.report.engine_flags import SUPPORTED_VERSIONS, bad_choices, load_engine_flags, parse_engine, unknown_flags
 from layoutopt.report.node_launch import node_launch
 from layoutopt.report.vllm_launch import max_num_seqs_per_rank
 from test_report_helpers import MODEL_IDS, PLAN_NAMES, engine_commands, engine_named_in, fixture_plan
@@ -58,18 +58,29 @@ def test_every_generated_flag_exists_in_the_named_engine_version(name, release):
         flags = load_engine_flags(engine, version)
         for argv in commands:
             assert unknown_flags(argv, flags) == [], f"{path}: {argv}"
+            assert bad_choices(argv, flags) == [], f"{path}: {argv}"
             checked += sum(token.startswith("--") for token in argv)
     assert checked > 0
 
 
-def test_flag_lists_name_their_version_source_and_lines():
+def test_flag_data_names_its_version_source_and_lines():
+    from layoutopt.engines import available_versions
+
     for engine, versions in SUPPORTED_VERSIONS.items():
+        assert set(versions) <= set(available_versions(engine))
         for version in versions:
             flags = load_engine_flags(engine, version)
             assert flags.version == version
             assert flags.sources and all(s.startswith(f"https://pypi.org/project/{engine}/{version}/") for s in flags.sources)
-            assert all(f.startswith("--") and " " not in f for f in flags.flags)
             assert all(where.split(":")[-1].isdigit() and where.startswith(engine) for where in flags.defined_at.values())
+
+
+def test_choice_checking_spots_a_wrong_value():
+    flags = load_engine_flags("sglang", "0.5.23")
+    assert bad_choices(["--disaggregation-transfer-backend", "nixl"], flags) == []
+    assert bad_choices(["--disaggregation-transfer-backend", "carrier-pigeon"], flags) == [
+        "--disaggregation-transfer-backend carrier-pigeon"]
+    assert bad_choices(["--kv-cache-dtype=fp8"], flags) == ["--kv-cache-dtype fp8"]
 
 
 @pytest.mark.parametrize(("text", "expected"), [("vllm", "vllm==0.33.0"), ("sglang", "sglang==0.5.23"),

@@ -88,3 +88,17 @@ def test_every_script_parses_with_bash_n(name, engine):
     for path, text in scripts.items():
         result = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
         assert result.returncode == 0, f"{path}: {result.stderr}"
+
+
+def test_a_layout_the_engine_cannot_run_is_refused_with_the_rule_source():
+    plan = _with_pool(fixture_plan("disaggregated"), tp_size=2, pcp_size=2, gpus_per_instance=4)
+    with pytest.raises(InputError) as caught:
+        render(plan, model_id=MODEL_IDS[plan.model], plots=False)
+    assert "pcp_unsupported" in str(caught.value) and "vllm/v1/attention/backend.py" in str(caught.value)
+    # vLLM 0.13 needs decode TP to be a multiple of prefill TP (kv_connector/utils.py).
+    plan = _with_pool(fixture_plan("disaggregated"), tp_size=8, gpus_per_instance=8)
+    plan = plan.model_copy(update={"pools": [plan.pools[0], plan.pools[1].model_copy(
+        update={"tp_size": 4, "gpus_per_instance": 4})]})
+    with pytest.raises(InputError, match="pd_tp_divisibility"):
+        render(plan, engine="vllm==0.13.0", model_id=MODEL_IDS[plan.model], plots=False)
+    render(plan, engine="vllm", model_id=MODEL_IDS[plan.model], plots=False)  # 0.33: either TP may be larger

@@ -98,6 +98,24 @@ def check_plan(plan: Plan, release: EngineRelease) -> None:
                          f"one per instance of the pools: {sum(p.instances for p in plan.pools)}")
 
 
+def check_engine_rules(plan: Plan, release: EngineRelease, model, gpus: list) -> None:
+    """Raise InputError when a pool breaks a rule of the engine release (with the rule's source):
+    such launch files would fail at start-up or in the KV handshake."""
+    from layoutopt.engines import check_layout, check_pair
+
+    found = []
+    for pool, gpu in zip(plan.pools, gpus):
+        found += check_layout(release.spec, model, gpu, pool.layout, pool.role)
+    for prefill in (p for p in plan.pools if p.role == "prefill"):
+        for decode in (p for p in plan.pools if p.role == "decode"):
+            found += check_pair(release.spec, model, prefill.layout, decode.layout)
+    if found:
+        unique = list(dict.fromkeys(str(v) for v in found))
+        raise InputError("plan.pools", "; ".join(f"{p.role} {p.layout.short_name()}" for p in plan.pools),
+                         f"layouts {release.spec} can run", "; ".join(unique) + "; re-plan with solve --engine "
+                         f"{release.spec}, which never proposes them")
+
+
 def _context_tokens(plan: Plan, role: str) -> float | None:
     """Tokens one sequence holds at the plan's long requests, as the optimizer's memory filter counts them."""
     from layoutopt.optimizer.enumeration import FIT_QUANTILE
@@ -151,10 +169,13 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None) -> tu
         raise InputError("--model-id", None, "the HuggingFace id to serve: the plan's model is a config.json "
                          f"({plan.model}), and vllm serve / sglang need a model id, not the file")
     names.model_id(base, "model hf_id")
+    gpus = [_gpu(index, pool) for index, pool in enumerate(plan.pools)]
+    for index, pool in enumerate(plan.pools):
+        _check_degrees(index, pool, model, gpus[index])
+    check_engine_rules(plan, release, model, gpus)
     pools: list[PoolDeployment] = []
     for index, pool in enumerate(plan.pools):
-        gpu = _gpu(index, pool)
-        _check_degrees(index, pool, model, gpu)
+        gpu = gpus[index]
         served = served_checkpoint(model.name, base, model.checkpoint_precision, pool.precision, model_id)
         names.model_id(served.hf_id, "checkpoint id")
         utilization, static, fits, notes = _memory(plan, index, pool, model, gpu, release)

@@ -1,9 +1,10 @@
 """Engine versions layoutopt writes launch files for, and the flags each version really has.
 
-Each supported version has a flag list in ``data/<engine>_<version>_flags.txt``: one long flag a
-line with the ``file:line`` of the engine's source (inside the release's wheel) that defines it,
-``#`` comments carrying the version and the wheel it was read from. Every command the launch
-writers produce is checked against the list of the version it names, so no flag is invented.
+The flags (with choices and the ``file:line`` defining them) come from the generated engine data
+of :mod:`layoutopt.engines` (``layoutopt/engines/data/<engine>-<version>.yaml``, read from the
+release's wheel by ``scripts/refresh_engine_data.py``). Every command the launch writers produce
+is checked against the data of the version it names: no flag is invented, and a flag with
+choices gets one of them.
 
 An engine is named ``vllm`` (its default version) or ``vllm==0.13.0`` (a pinned one).
 """
@@ -11,7 +12,6 @@ An engine is named ``vllm`` (its default version) or ``vllm==0.13.0`` (a pinned 
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -58,6 +58,7 @@ class EngineFlags(_Frozen):
     version: str
     flags: frozenset[str]
     defined_at: dict[str, str]
+    choices: dict[str, tuple[str, ...]] = {}
     sources: tuple[str, ...]
 
     @property
@@ -66,7 +67,8 @@ class EngineFlags(_Frozen):
 
 
 def flags_file_name(engine: str, version: str) -> str:
-    return f"{engine}_{version}_flags.txt"
+    """The generated engine data file, relative to the package."""
+    return f"layoutopt/engines/data/{engine}-{version}.yaml"
 
 
 def parse_engine(text: str, field: str = "--engine") -> EngineRelease:
@@ -89,24 +91,36 @@ def as_release(engine: str | EngineRelease) -> EngineRelease:
 
 @lru_cache(maxsize=None)
 def load_engine_flags(engine: str, version: str | None = None) -> EngineFlags:
-    """Read the flag list of ``engine`` at ``version`` (default: the version layoutopt targets)."""
+    """The flags of ``engine`` at ``version`` (default: the version layoutopt targets)."""
+    from layoutopt.engines import load_engine_data
+
     if engine not in ENGINE_VERSIONS:
         raise InputError("--engine", engine, f"one of {', '.join(ENGINES)}")
     version = version or ENGINE_VERSIONS[engine]
-    path = resources.files("layoutopt.report") / "data" / flags_file_name(engine, version)
-    if not path.is_file():
-        raise InputError("engine version", f"{engine} {version}", "no flag list for that version")
-    defined_at: dict[str, str] = {}
-    sources: list[str] = []
-    for line in path.read_text().splitlines():
-        text = line.strip()
-        if text.startswith("# source:"):
-            sources.append(text.removeprefix("# source:").strip())
-        elif text and not text.startswith("#"):
-            flag, _, where = text.partition("#")
-            defined_at[flag.strip()] = where.strip()
+    if version not in SUPPORTED_VERSIONS[engine]:
+        raise InputError("engine version", f"{engine} {version}", "no flag data for that version")
+    data = load_engine_data(engine, version)
+    defined_at = {spelling: str(flag.source) for flag in data.flags for spelling in flag.spellings}
+    choices = {spelling: tuple(str(c) for c in flag.choices) for flag in data.flags if flag.choices
+               for spelling in flag.spellings}
+    source = f"https://pypi.org/project/{engine}/{version}/ ({data.wheel}, sha256 {data.wheel_sha256})"
     return EngineFlags(engine=engine, version=version, flags=frozenset(defined_at), defined_at=defined_at,
-                       sources=tuple(sources))
+                       choices=choices, sources=(source,))
+
+
+def bad_choices(argv: tuple[str, ...] | list[str], flags: EngineFlags) -> list[str]:
+    """``--flag value`` pairs of ``argv`` whose value is not one of the flag's choices."""
+    bad = []
+    for i, token in enumerate(argv):
+        if not token.startswith("--"):
+            continue
+        name, eq, value = token.partition("=")
+        if name not in flags.choices:
+            continue
+        value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+        if value not in flags.choices[name]:
+            bad.append(f"{name} {value}")
+    return bad
 
 
 def unknown_flags(argv: tuple[str, ...] | list[str], flags: EngineFlags) -> list[str]:

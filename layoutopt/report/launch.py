@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from layoutopt.errors import InputError
 from layoutopt.plan import PlacedInstance, Plan, Pool
 from layoutopt.report.deployment import PoolDeployment
-from layoutopt.report.engine_flags import EngineRelease
+from layoutopt.report.engine_flags import EngineRelease, flags_file_name
 from layoutopt.report.names import dns_name, shell_word
 from layoutopt.report.node_launch import (
     BASE_PORT,
@@ -201,8 +201,7 @@ def launch_script(plan: Plan, instance: InstanceSpec, release: EngineRelease, de
     lines = [
         "#!/usr/bin/env bash",
         f"# layoutopt launch script for instance {instance.instance_id}",
-        f"# engine: {release.engine} {release.version} (flags checked against layoutopt/report/data/"
-        f"{release.engine}_{release.version}_flags.txt)",
+        f"# engine: {release.engine} {release.version} (flags checked against {flags_file_name(release.engine, release.version)})",
         f"# model: {deployment.served.hf_id} (plan model: {_comment(plan.model)})",
         f"# pool: {instance.pool_name} (role {pool.role}, {pool.gpu}, {pool.layout.short_name()}, "
         f"{pool.gpus_per_instance} GPUs per instance)",

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.hardware_catalog.schemas import Precision
 from layoutopt.plan import Pool
-from layoutopt.report.engine_flags import EngineRelease, as_release, load_engine_flags, unknown_flags
+from layoutopt.report.engine_flags import EngineRelease, as_release, bad_choices, load_engine_flags, unknown_flags
 
 # Instance ports start here (vLLM's default is 8000; SGLang's 30000, set explicitly with --port).
 BASE_PORT = 8000
@@ -83,5 +83,8 @@ def node_launch(engine: str | EngineRelease, pool: Pool, context: NodeContext | 
     launch = vllm_node(pool, context, flags) if release.engine == "vllm" else sglang_node(pool, context, flags)
     bad = unknown_flags(launch.argv or (), flags)
     if bad:
-        raise ValueError(f"{release.spec} has no flag {', '.join(bad)}; see data/{flags.file_name}")
+        raise ValueError(f"{release.spec} has no flag {', '.join(bad)}; see {flags.file_name}")
+    wrong = bad_choices(launch.argv or (), flags)
+    if wrong:
+        raise ValueError(f"{release.spec}: {', '.join(wrong)} is not one of the flag's choices; see {flags.file_name}")
     return launch

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # layoutopt launch script for instance colocated-h100-sxm-tp2-fp8-2
-# engine: sglang 0.5.23 (flags checked against layoutopt/report/data/sglang_0.5.23_flags.txt)
+# engine: sglang 0.5.23 (flags checked against layoutopt/engines/data/sglang-0.5.23.yaml)
 # model: Qwen/Qwen3-32B-FP8 (plan model: qwen3-32b)
 # pool: colocated-h100-sxm-tp2-fp8 (role colocated, H100-SXM, tp2-fp8, 2 GPUs per instance)
 # runs on: node-0 (GPUs 4,5); serves http on port 8002

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # layoutopt launch script for instance colocated-h100-sxm-tp2-fp8-0
-# engine: vllm 0.33.0 (flags checked against layoutopt/report/data/vllm_0.33.0_flags.txt)
+# engine: vllm 0.33.0 (flags checked against layoutopt/engines/data/vllm-0.33.0.yaml)
 # model: Qwen/Qwen3-32B-FP8 (plan model: qwen3-32b)
 # pool: colocated-h100-sxm-tp2-fp8 (role colocated, H100-SXM, tp2-fp8, 2 GPUs per instance)
 # runs on: node-0 (GPUs 0,1); serves http on port 8000

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # layoutopt launch script for instance decode-0
-# engine: sglang 0.5.23 (flags checked against layoutopt/report/data/sglang_0.5.23_flags.txt)
+# engine: sglang 0.5.23 (flags checked against layoutopt/engines/data/sglang-0.5.23.yaml)
 # model: meta-llama/Llama-3.1-70B (plan model: llama-3.1-70b)
 # pool: decode-h100-sxm-tp8-fp8 (role decode, H100-SXM, tp8-fp8, 8 GPUs per instance)
 # runs on: gpu-node-02 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8002

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # layoutopt launch script for instance decode-0
-# engine: vllm 0.33.0 (flags checked against layoutopt/report/data/vllm_0.33.0_flags.txt)
+# engine: vllm 0.33.0 (flags checked against layoutopt/engines/data/vllm-0.33.0.yaml)
 # model: meta-llama/Llama-3.1-70B (plan model: llama-3.1-70b)
 # pool: decode-h100-sxm-tp8-fp8 (role decode, H100-SXM, tp8-fp8, 8 GPUs per instance)
 # runs on: gpu-node-02 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8002

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # layoutopt launch script for instance decode-h100-sxm-tp1-ep16-dp16-fp8-0
-# engine: vllm 0.33.0 (flags checked against layoutopt/report/data/vllm_0.33.0_flags.txt)
+# engine: vllm 0.33.0 (flags checked against layoutopt/engines/data/vllm-0.33.0.yaml)
 # model: Qwen/Qwen3-235B-A22B-FP8 (plan model: qwen3-235b-a22b)
 # pool: decode-h100-sxm-tp1-ep16-dp16-fp8 (role decode, H100-SXM, tp1-ep16-dp16-fp8, 16 GPUs per instance)
 # runs on: node-1 (GPUs 0,1,2,3,4,5,6,7), node-2 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8001

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # layoutopt launch script for instance colocated-0
-# engine: sglang 0.5.23 (flags checked against layoutopt/report/data/sglang_0.5.23_flags.txt)
+# engine: sglang 0.5.23 (flags checked against layoutopt/engines/data/sglang-0.5.23.yaml)
 # model: meta-llama/Llama-3.1-405B (plan model: llama-3.1-405b)
 # pool: colocated-h100-sxm-tp8-pp2-bf16 (role colocated, H100-SXM, tp8-pp2-bf16, 16 GPUs per instance)
 # runs on: gpu-node-01 (GPUs 0,1,2,3,4,5,6,7), gpu-node-02 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8000
