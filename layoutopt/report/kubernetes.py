@@ -233,13 +233,18 @@ def pool_manifests(plan: Plan, pool_index: int, instances: list[InstanceSpec], r
     selector = {"layoutopt.io/pool": name}
     pod_instance = instances[0].model_copy(update={"port": BASE_PORT, "side_channel_port": NIXL_SIDE_CHANNEL_BASE_PORT,
                                                    "bootstrap_port": BOOTSTRAP_BASE_PORT, "index": 0})
+    # Pods that serve HTTP carry the label the routers discover them by; SGLang prefill pods
+    # name their bootstrap port for sglang-router (sglang_router/router_args.py:55).
+    serving = {"metadata": {"labels": {**labels, "layoutopt.io/serves": "true"}}}
+    if pool.role == "prefill" and release.engine == "sglang":
+        serving["metadata"]["annotations"] = {"sglang.ai/bootstrap-port": str(BOOTSTRAP_BASE_PORT)}
     if num_nodes == 1:
         context = node_context(release, deployment, pod_instance, 0, "127.0.0.1", "$(POD_IP)", in_pod=True)
         launch = node_launch(release, pool, context)
         workload = {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
             "spec": {"replicas": pool.instances, "selector": {"matchLabels": selector},
-                     "template": {"metadata": {"labels": labels},
+                     "template": {**serving,
                                   "spec": _pod_spec(release, pool, launch, image, gpus, nodes, False, options, rdma)}},
         }
     else:
@@ -249,7 +254,7 @@ def pool_manifests(plan: Plan, pool_index: int, instances: list[InstanceSpec], r
         dp_local = pool.dp_size // num_nodes if pool.dp_size % num_nodes == 0 else None
         group: dict[str, Any] = {
             "size": num_nodes, "restartPolicy": "RecreateGroupOnPodRestart",
-            "leaderTemplate": {"metadata": {"labels": labels},
+            "leaderTemplate": {**serving,
                                "spec": _pod_spec(release, pool, leader, image, gpus, nodes, True, options, rdma,
                                                  dp_local)},
             "workerTemplate": {"metadata": {"labels": labels},
