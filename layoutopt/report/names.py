@@ -28,7 +28,8 @@ _IMAGE = re.compile(r"[a-z0-9][a-z0-9._-]*(:[0-9]+)?(/[a-z0-9][a-z0-9._-]*)*(:[A
 _SECRET_KEY = re.compile(r"[-._A-Za-z0-9]{1,253}")
 
 # Environment variables the generated scripts and pod commands expand; nothing else is expanded.
-SHELL_VARIABLES = ("NODE_RANK", "NODE_IP", "POD_IP", "LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX", "HF_TOKEN")
+SHELL_VARIABLES = ("NODE_RANK", "NODE_IP", "POD_IP", "LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX", "HF_TOKEN",
+                   "ROUTER_HOST")
 _EXPANSION = re.compile(r"\$\{(?:%s)(?::-[A-Za-z0-9._-]*)?\}|\$\(\((?:LWS_WORKER_INDEX|NODE_RANK) \* [0-9]+\)\)"
                         % "|".join(SHELL_VARIABLES))
 
