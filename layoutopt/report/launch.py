@@ -28,6 +28,9 @@ from layoutopt.report.node_launch import (
     node_launch,
 )
 
+# Said in every bare-metal file of a plan made for a plain budget.
+IDEALISED_NODES_NOTE = ("node names are the standard nodes of a plain budget, not your hosts: run each script on "
+                        "a host of that shape and name (or plan with --cluster, whose nodes are real)")
 # HGX-style 8-GPU servers; plans without a placement do not carry the node shape.
 DEFAULT_GPUS_PER_NODE = 8
 
@@ -207,6 +210,8 @@ def launch_script(plan: Plan, instance: InstanceSpec, release: EngineRelease, de
         f"{pool.gpus_per_instance} GPUs per instance)",
         f"# runs on: {where}; serves http on port {instance.port}",
     ]
+    if plan.cluster is None:
+        lines.append(f"# {IDEALISED_NODES_NOTE}")
     if pool.role in ("prefill", "decode"):
         lines.append("# disaggregated serving: router/router.sh sends each request to a prefill and then a decode "
                      "instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network")

@@ -4,6 +4,7 @@
 # model: Qwen/Qwen3-32B-FP8 (plan model: qwen3-32b)
 # pool: colocated-h100-sxm-tp2-fp8 (role colocated, H100-SXM, tp2-fp8, 2 GPUs per instance)
 # runs on: node-0 (GPUs 0,1); serves http on port 8000
+# node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
 set -euo pipefail
 export CUDA_VISIBLE_DEVICES=0,1
 exec python3 -m sglang.launch_server \

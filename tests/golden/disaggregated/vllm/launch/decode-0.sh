@@ -4,6 +4,7 @@
 # model: meta-llama/Llama-3.1-70B (plan model: llama-3.1-70b)
 # pool: decode-h100-sxm-tp8-fp8 (role decode, H100-SXM, tp8-fp8, 8 GPUs per instance)
 # runs on: gpu-node-02 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8002
+# node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
 # disaggregated serving: router/router.sh sends each request to a prefill and then a decode instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network
 set -euo pipefail
 export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7

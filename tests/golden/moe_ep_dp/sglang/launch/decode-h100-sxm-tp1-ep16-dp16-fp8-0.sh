@@ -4,6 +4,7 @@
 # model: Qwen/Qwen3-235B-A22B-FP8 (plan model: qwen3-235b-a22b)
 # pool: decode-h100-sxm-tp1-ep16-dp16-fp8 (role decode, H100-SXM, tp1-ep16-dp16-fp8, 16 GPUs per instance)
 # runs on: node-1 (GPUs 0,1,2,3,4,5,6,7), node-2 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8001
+# node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
 # disaggregated serving: router/router.sh sends each request to a prefill and then a decode instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network
 set -euo pipefail
 # This instance spans 2 nodes. Run this script on each of them with NODE_RANK set

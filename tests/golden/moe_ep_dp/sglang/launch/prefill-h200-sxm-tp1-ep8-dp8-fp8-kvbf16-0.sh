@@ -4,6 +4,7 @@
 # model: Qwen/Qwen3-235B-A22B-FP8 (plan model: qwen3-235b-a22b)
 # pool: prefill-h200-sxm-tp1-ep8-dp8-fp8-kvbf16 (role prefill, H200-SXM, tp1-ep8-dp8-fp8-kvbf16, 8 GPUs per instance)
 # runs on: node-0 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8000
+# node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
 # disaggregated serving: router/router.sh sends each request to a prefill and then a decode instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network
 set -euo pipefail
 export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7

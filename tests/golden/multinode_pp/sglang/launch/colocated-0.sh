@@ -4,6 +4,7 @@
 # model: meta-llama/Llama-3.1-405B (plan model: llama-3.1-405b)
 # pool: colocated-h100-sxm-tp8-pp2-bf16 (role colocated, H100-SXM, tp8-pp2-bf16, 16 GPUs per instance)
 # runs on: gpu-node-01 (GPUs 0,1,2,3,4,5,6,7), gpu-node-02 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8000
+# node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
 set -euo pipefail
 # This instance spans 2 nodes. Run this script on each of them with NODE_RANK set
 # (0 = gpu-node-01, the head); start NODE_RANK=0 first.
