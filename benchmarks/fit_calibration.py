@@ -36,7 +36,6 @@ from layoutopt.perf_model.fit import (  # noqa: E402
 )
 
 DATA = REPO / "layoutopt" / "perf_model" / "data"
-DEFAULT_CSV = measurements_dir() / "h100_sxm.csv"
 
 
 def _scores(cases, engine) -> str:
@@ -91,49 +90,104 @@ def _wrap(text: str, width: int = 96) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+MOE_PARAMETERS = ("moe_imbalance", "moe_kernel_overhead_us", "alltoall_latency_us")
+
+
+def _ensure_block(text: str, block: str, engine: str) -> str:
+    """A profiles YAML with a ``block`` entry: a copy of the engine's Hopper entry when missing."""
+    if re.search(rf"^{re.escape(block)}:\s*$", text, re.M):
+        return text
+    start = re.search(rf"^{re.escape(engine)}:\s*$", text, re.M)
+    nxt = re.search(r"^\S", text[start.end():], re.M)
+    end = start.end() + (nxt.start() if nxt else len(text) - start.end())
+    body = text[start.end():end].rstrip("\n")
+    return text.rstrip("\n") + f"\n\n{block}:" + body + "\n"
+
+
+def _with_keys(text: str, block: str, values: dict[str, float]) -> str:
+    """Add keys the block lacks (new profile fields) just above its ``source``."""
+    start = re.search(rf"^{re.escape(block)}:\s*$", text, re.M)
+    nxt = re.search(r"^\S", text[start.end():], re.M)
+    end = start.end() + (nxt.start() if nxt else len(text) - start.end())
+    body = text[start.end():end]
+    for key, value in values.items():
+        if not re.search(rf"^  {key}:", body, re.M):
+            body = body.replace("  source:", f"  {key}: {value:.4g}\n  source:", 1)
+    return text[:start.end()] + body + text[end:]
+
+
 def main() -> None:
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.perf_model.calibration import get_engine_profile
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("csv", nargs="?", default=str(DEFAULT_CSV))
+    parser.add_argument("csv", nargs="*", help="measurement CSVs (default: H100 and B200); one profile per "
+                        "engine and GPU generation in them")
     parser.add_argument("--engine", action="append", help="engines to fit (default: all in the CSV)")
     parser.add_argument("--loss", default="soft_l1", help="least_squares loss (soft_l1, huber, linear, ...)")
+    parser.add_argument("--max-nfev", type=int, default=12, help="least_squares iterations (function evaluations)")
+    parser.add_argument("--held-out", action="store_true", help="also fit without one model and score it")
+    parser.add_argument("--parameters", help="comma-separated constants to fit (default: DEFAULT_PARAMETERS, plus "
+                        "the MoE ones where MoE rows exist)")
+    parser.add_argument("--generation", help="only rows of this GPU generation")
     parser.add_argument("--dry-run", action="store_true", help="report only; do not write the profiles")
     args = parser.parse_args()
-    if not Path(args.csv).is_file():
-        parser.error(f"measurement CSV not found: {args.csv} (pass its path as the first argument)")
-    cases, _ = load_cases(Path(args.csv))
-    engines = args.engine or sorted({c.engine for c in cases})
+    paths = [Path(p) for p in args.csv] or [measurements_dir() / "h100_sxm.csv", measurements_dir() / "b200_sxm.csv"]
+    for path in paths:
+        if not path.is_file():
+            parser.error(f"measurement CSV not found: {path} (pass its path as an argument)")
     today = datetime.date.today().isoformat()
-    for engine in engines:
-        every = [c for c in cases if c.engine == engine]
-        mine = fit_cases(every)
-        print(f"== {engine}: {len(every)} rows, {len(mine)} fitted (each measurement once, none with guessed "
-              f"worker counts); before: {_scores(mine, engine)}")
-        held = _held_out_model(mine)
-        if held:
-            train = [c for c in mine if c.model_id != held]
-            test = [c for c in mine if c.model_id == held]
-            trained = fit_profile(train, engine, DEFAULT_PARAMETERS, loss=args.loss)
-            held_scores = _scores(test, trained.profile)
-            print(f"   held out {held} ({len(test)} rows): cost {trained.cost:.3f}; held-out {held_scores}")
-        result = fit_profile(mine, engine, DEFAULT_PARAMETERS, loss=args.loss)
-        print(f"   fitted rows: cost {result.cost:.3f} after {result.num_evaluations} evaluations "
-              f"({result.message}); {_scores(mine, result.profile)}")
-        print(f"   every row: {_scores(every, result.profile)}")
-        print("   fitted: " + ", ".join(f"{k}={v:.4g} +- {result.standard_errors[k]:.2g}"
-                                       for k, v in result.values.items()))
-        if args.dry_run:
-            continue
-        provenance = (f"Fitted on {Path(args.csv).name} ({len(mine)} {engine} measurements, agg and disagg; "
-                      f"repeated runs once, disagg rows without worker counts left out), {today}, by "
-                      f"benchmarks/fit_calibration.py: scipy least_squares, {args.loss} loss on the log ratios of "
-                      "TTFT and TPOT over all rows of the engine (one constant set per engine; no per-model terms)"
-                      + (f"; held-out model {held}: {held_scores}" if held
-                         else "; no held-out model (fewer than two models with >= 10 rows)") + ". Fitted (+- one "
-                      "standard error): " + ", ".join(f"{k} {v:.4g} +- {result.standard_errors[k]:.2g}"
-                                                      for k, v in sorted(result.values.items())) + ".")
-        path = DATA / "engine_profiles.yaml"
-        path.write_text(_replace_block(path.read_text(), engine, result.values, provenance))
-        print(f"   wrote {', '.join(sorted(result.values))} for {engine}")
+    for path in paths:
+        cases, _ = load_cases(path)
+        for generation in sorted({get_gpu(c.gpu).generation or "hopper" for c in cases}):
+            if args.generation and generation != args.generation:
+                continue
+            on_gen = [c for c in cases if (get_gpu(c.gpu).generation or "hopper") == generation]
+            for engine in args.engine or sorted({c.engine for c in on_gen}):
+                _fit_one(path, generation, engine, [c for c in on_gen if c.engine == engine], args, today,
+                         get_engine_profile(engine, generation))
+
+
+def _fit_one(path, generation, engine, every, args, today, base) -> None:
+    from layoutopt.model_catalog.catalog import get_model
+
+    block = engine if generation == "hopper" else f"{engine}@{generation}"
+    mine = fit_cases(every)
+    if not mine:
+        return
+    params = DEFAULT_PARAMETERS
+    if any(get_model(c.model_id).is_moe for c in mine):
+        params = params + MOE_PARAMETERS
+    if args.parameters:
+        params = tuple(p.strip() for p in args.parameters.split(",") if p.strip())
+    print(f"== {block}: {len(every)} rows, {len(mine)} fitted (each measurement once, none with guessed worker "
+          f"counts); before: {_scores(mine, base)}", flush=True)
+    held, held_scores = (_held_out_model(mine) if args.held_out else None), ""
+    if held:
+        train = [c for c in mine if c.model_id != held]
+        test = [c for c in mine if c.model_id == held]
+        trained = fit_profile(train, base, params, loss=args.loss, max_nfev=args.max_nfev)
+        held_scores = _scores(test, trained.profile)
+        print(f"   held out {held} ({len(test)} rows): held-out {held_scores}", flush=True)
+    result = fit_profile(mine, base, params, loss=args.loss, max_nfev=args.max_nfev)
+    print(f"   fitted rows: cost {result.cost:.3f} after {result.num_evaluations} evaluations "
+          f"({result.message}); {_scores(mine, result.profile)}")
+    print("   fitted: " + ", ".join(f"{k}={v:.4g} +- {result.standard_errors[k]:.2g}"
+                                   for k, v in result.values.items()), flush=True)
+    if args.dry_run:
+        return
+    provenance = (f"Fitted on {path.name} ({len(mine)} {engine} measurements on {generation}, agg and disagg; "
+                  f"repeated runs once, disagg rows without worker counts left out), {today}, by "
+                  f"benchmarks/fit_calibration.py: scipy least_squares, {args.loss} loss on the log ratios of "
+                  "TTFT and TPOT over all rows of the engine on this GPU generation (one constant set per engine "
+                  "and generation; no per-model terms)"
+                  + (f"; held-out model {held}: {held_scores}" if held else "") + ". Fitted (+- one "
+                  "standard error): " + ", ".join(f"{k} {v:.4g} +- {result.standard_errors[k]:.2g}"
+                                                  for k, v in sorted(result.values.items())) + ".")
+    file = DATA / "engine_profiles.yaml"
+    text = _with_keys(_ensure_block(file.read_text(), block, engine), block, result.values)
+    file.write_text(_replace_block(text, block, result.values, provenance))
+    print(f"   wrote {', '.join(sorted(result.values))} for {block}", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,8 @@ import importlib
 
 # name -> module that defines it
 _EXPORTS = {
-    # estimate and solve with ``profile=`` (a profile file) and the expected error band
-    "estimate": "layoutopt.calibrate.apply",
-    "solve": "layoutopt.calibrate.apply",
-    "load_profile": "layoutopt.calibrate.profile_file",
+    "estimate": "layoutopt.perf_model.estimate",
+    "solve": "layoutopt.optimizer.solve",
     "simulate": "layoutopt.simulator.run",
     "sweep": "layoutopt.sweep.run",
     "emit": "layoutopt.report.emit",

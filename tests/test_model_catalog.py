@@ -138,11 +138,12 @@ def test_gpt_oss_sliding_window_caps_its_kv():
     assert spec.sequence_state_bytes(20_000) - spec.sequence_state_bytes(10_000) == 10_000 * 36 * KIB
 
 
-def test_gpt_oss_experts_stay_fp4():
+def test_gpt_oss_experts_stay_mxfp4():
     spec = get_model("gpt-oss-120b")
-    assert spec.expert_native_precision == "fp4" and spec.checkpoint_precision == "fp4"
+    assert spec.expert_native_precision == "mxfp4" and spec.checkpoint_precision == "mxfp4"
     non_expert = spec.attention_params + spec.dense_params_total
-    expected = spec.embedding_params * 2 + non_expert * 2 + spec.expert_params_total * 0.5625
+    # MXFP4: 4 bits plus one 8-bit E8M0 scale per 32 values = 0.53125 bytes per value.
+    expected = spec.embedding_params * 2 + non_expert * 2 + spec.expert_params_total * 0.53125
     assert spec.weight_bytes("bf16") == pytest.approx(expected)
     assert spec.weight_bytes("bf16") < 70e9  # not the 234 GB a BF16 copy of the experts would take
 
@@ -155,8 +156,8 @@ def test_weight_bytes_per_precision():
 
 
 @pytest.mark.parametrize("name,precision", [
-    ("deepseek-r1", "fp8"), ("minimax-m2.5", "fp8"), ("qwen3-32b", "bf16"), ("gpt-oss-120b", "fp4"),
-    ("kimi-k2.5", "fp4"), ("qwen3.6-27b", "fp4"), ("glm-5", "bf16"),
+    ("deepseek-r1", "fp8"), ("minimax-m2.5", "fp8"), ("qwen3-32b", "bf16"), ("gpt-oss-120b", "mxfp4"),
+    ("kimi-k2.5", "int4"), ("qwen3.6-27b", "fp4"), ("glm-5", "bf16"),
 ])
 def test_checkpoint_precision(name, precision):
     assert get_model(name).checkpoint_precision == precision
@@ -166,7 +167,7 @@ def test_kimi_and_glm_shapes():
     kimi = get_model("kimi-k2.5")
     assert kimi.total_params == pytest.approx(1.03e12, rel=0.01)
     assert kimi.active_params == pytest.approx(32.9e9, rel=0.01)
-    assert kimi.expert_native_precision == "fp4"  # INT4 routed experts, same bytes as FP4
+    assert kimi.expert_native_precision == "int4"  # INT4 routed experts, BF16 scale per 32 values
     glm = get_model("glm-5")
     assert (glm.indexer_num_heads, glm.indexer_head_dim, glm.indexer_topk_tokens) == (32, 128, 2048)
     assert glm.kv_values_per_token_per_layer == 512 + 64 + 128
@@ -260,8 +261,10 @@ def test_inconsistent_layer_types_rejected():
 @pytest.mark.parametrize("quantization,precision", [
     (None, "bf16"),
     ({"quant_method": "fp8"}, "fp8"),
-    ({"quant_method": "mxfp4"}, "fp4"),
-    ({"quant_method": "gptq", "bits": 4}, "fp4"),
+    ({"quant_method": "mxfp4"}, "mxfp4"),
+    ({"quant_method": "gptq", "bits": 4}, "int4"),
+    ({"quant_method": "compressed-tensors",
+      "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "group_size": 32}}}}, "int4"),
     ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "fp4"),
     ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 8}}}}, "fp8"),
 ])

@@ -119,7 +119,7 @@ def test_reserve_adds_nccl_buffers_for_multi_gpu_instances():
     ("llama-3.1-8b", Layout(pp_size=64), "pp_size 64 exceeds the model's 32 layers"),
     ("mixtral-8x7b", Layout(tp_size=8, dp_size=2, ep_size=16), "routed experts 8 must be divisible by ep_size 16"),
     ("llama-3.1-8b", Layout(tp_size=2, ep_size=2), "need a MoE model"),
-    ("llama-3.1-8b", Layout(weight_precision="fp4"), "H100-SXM has no fp4 support"),
+    ("llama-3.1-8b", Layout(weight_precision="fp4"), None),  # weight-only FP4 (dequantized to BF16)
     ("qwen3.5-27b", Layout(tp_size=8), None),
 ])
 def test_check_layout_rules(model, layout, rule):
@@ -132,8 +132,8 @@ def test_check_layout_rules(model, layout, rule):
 
 def test_check_layout_precision_and_cross_domain():
     llama8 = get_model("llama-3.1-8b")
-    with pytest.raises(LayoutError, match="no fp8 support"):
-        check_layout(llama8, get_gpu("A100-80GB-SXM"), Layout(weight_precision="fp8"))
+    # FP8 weights on A100 (no FP8 math) are served weight-only, dequantized into BF16 GEMMs.
+    check_layout(llama8, get_gpu("A100-80GB-SXM"), Layout(weight_precision="fp8"))
     check_layout(llama8, H100, Layout(tp_size=16), allow_cross_domain=True)
     check_layout(get_model("llama-3.1-405b"), H100, Layout(tp_size=8, pp_size=2))
 
@@ -158,3 +158,11 @@ def test_longer_context_never_fits_more_sequences(model_name, context, factor):
     model = get_model(model_name)
     layout = Layout(tp_size=8, weight_precision="fp8")
     assert max_batch_size(model, H100, layout, context * factor) <= max_batch_size(model, H100, layout, context)
+
+
+def test_weight_only_formats_need_a_kernel_for_them():
+    from layoutopt.hardware_catalog.catalog import get_gpu
+
+    check_layout(get_model("llama-3.1-8b"), H100, Layout(weight_precision="int4"))
+    with pytest.raises(LayoutError, match="MI300X has no int4 support"):
+        check_layout(get_model("llama-3.1-8b"), get_gpu("MI300X"), Layout(weight_precision="int4"))

@@ -28,10 +28,6 @@ _LAYER_KIND_FIELDS = {
 }
 
 
-# Largest integer a config.json may give (sizes, counts, context length): real models stay far below.
-MAX_CONFIG_INT = 2**31 - 1
-
-
 class _Reader:
     """Reads keys of one config, naming the key and the model type in every error."""
 
@@ -55,8 +51,6 @@ class _Reader:
             return self.req(key) if default is None else default
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(f"{self.name}: config.json {key}", value, "an integer")
-        if not 0 <= value <= MAX_CONFIG_INT:
-            raise InputError(f"{self.name}: config.json {key}", value, f"an integer in 0..{MAX_CONFIG_INT:,} (2^31 - 1)")
         return value
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -266,15 +260,22 @@ def checkpoint_precision(quantization_config: Config | None) -> Precision:
     """Precision most weights of a checkpoint are stored in, from its ``quantization_config``.
 
     The narrowest weight format named wins (an NVFP4 checkpoint with FP8 attention is 'fp4').
-    INT4 weight-only formats are reported as 'fp4': they take the same bytes per value.
+    OCP MXFP4 (gpt-oss) is 'mxfp4'; integer 4-bit weights (compressed-tensors ``type: int``,
+    GPTQ/AWQ ``bits: 4``, ModelOpt ``W4A16_AWQ``/``INT4``) are 'int4', served weight-only.
     """
     q = quantization_config or {}
     method = str(q.get("quant_method", "")).lower()
     if method in ("fp8", "fbgemm_fp8"):
         return "fp8"
     if method == "mxfp4":
-        return "fp4"
-    bits = [g.get("weights", {}).get("num_bits") for g in (q.get("config_groups") or {}).values()]
+        return "mxfp4"
+    groups = list((q.get("config_groups") or {}).values())
+    int_weights = [g.get("weights", {}) for g in groups if (g.get("weights") or {}).get("type") == "int"]
+    algo_upper = str(q.get("quant_algo", "")).upper()
+    if (any(w.get("num_bits") == 4 for w in int_weights) or (method in ("gptq", "awq") and q.get("bits") == 4)
+            or "INT4" in algo_upper or "AWQ" in algo_upper):
+        return "int4"
+    bits = [g.get("weights", {}).get("num_bits") for g in groups]
     bits.append(q.get("bits"))
     algo = str(q.get("quant_algo", "")).upper()
     bits.append(4 if "FP4" in algo or "INT4" in algo else 8 if "FP8" in algo or "INT8" in algo else None)
@@ -299,16 +300,14 @@ def spec_from_hf_config(config: Config, name: str, hf_id: str | None, source: st
             f"{name}: config.json model_type", model_type, f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
     text = config.get("text_config") or {}
-    if not isinstance(text, dict):
-        raise InputError(f"{name}: config.json text_config", type(text).__name__, "a JSON object")
     merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")} | text
     fields = read(_Reader(merged, model_type, name))
     precision = checkpoint_precision(merged.get("quantization_config"))
     fields |= {"name": name, "hf_id": hf_id, "family": model_type, "source": source}
     fields["checkpoint_precision"] = precision
-    if precision == "fp4" and fields.get("num_experts"):
+    if precision in ("fp4", "mxfp4", "int4") and fields.get("num_experts"):
         # 4-bit expert weights (gpt-oss MXFP4, Kimi INT4) are served as shipped.
-        fields["expert_native_precision"] = "fp4"
+        fields["expert_native_precision"] = precision
     try:
         return ModelSpec(**fields)
     except ValidationError as error:

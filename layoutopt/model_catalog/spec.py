@@ -16,9 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from layoutopt.hardware_catalog.schemas import Precision
 
-# Bytes per stored value of each precision. FP4 formats (NVFP4, MXFP4) carry one 8-bit scale
-# per 16 (NVFP4) or 32 (MXFP4) values; 0.5 + 1/16 = 0.5625 bytes is the NVFP4 figure.
-BYTES_PER_VALUE: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
+# Bytes per stored value of each precision. 4-bit formats carry scales: NVFP4 ('fp4') one FP8 per
+# 16 values, 0.5 + 1/16 = 0.5625; MXFP4 one E8M0 per 32, 0.5 + 1/32 = 0.53125 (gpt-oss); INT4
+# weight-only one BF16 per group of 32, 0.5 + 2/32 = 0.5625 (Kimi-K2.5: compressed-tensors,
+# group_size 32, reference/hf_configs/moonshotai--Kimi-K2.5.json).
+BYTES_PER_VALUE: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "mxfp4": 0.53125, "int4": 0.5625}
+# The 4-bit formats, which a MoE checkpoint fixes for its experts (served as shipped).
+FOUR_BIT_PRECISIONS: tuple[str, ...] = ("fp4", "mxfp4", "int4")
 
 AttentionKind = Literal["gqa", "mla"]
 

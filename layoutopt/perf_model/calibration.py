@@ -33,6 +33,8 @@ class EngineProfile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
+    generation: str = Field(default="hopper", description="GPU generation the constants were fitted on; the "
+                            "efficiencies are Hopper-equivalent either way (data/generations.yaml scales them)")
     gemm_efficiency: float = Field(gt=0, le=1, description="achieved / peak dense FLOPs on large GEMMs")
     gemm_half_efficiency_tokens: float = Field(
         ge=0, description="GEMM rows at which efficiency is half the large-GEMM value (tile waste)"
@@ -43,7 +45,10 @@ class EngineProfile(BaseModel):
     layer_overhead_us: float = Field(ge=0, description="per layer per step, not hidden by CUDA graphs")
     allreduce_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")
     alltoall_latency_us: float = Field(ge=0, description="fixed cost of one EP dispatch or combine")
-    moe_imbalance: float = Field(ge=1, description="hot-expert max/mean load per expert-parallel rank")
+    moe_imbalance: float = Field(ge=1, description="hot-expert max/mean load per expert-parallel rank at large "
+                                 "batches (finite-batch sampling noise is added on top)")
+    moe_kernel_overhead_us: float = Field(default=8.0, ge=0, description="per MoE layer per step [estimate until fitted]: router, "
+                                          "top-k, permute and un-permute kernel launches")
     max_num_batched_tokens: int = Field(gt=0, description="token budget of one scheduler step (chunked prefill); "
                                                          "activation memory is sized for it")
     runtime_reserve_gib: float = Field(ge=0, description="CUDA context, graphs, allocator slack per GPU")
@@ -56,37 +61,49 @@ class EngineProfile(BaseModel):
 
 
 @lru_cache(maxsize=1)
-def _load_profiles() -> dict[str, EngineProfile]:
+def _load_profiles() -> dict[tuple[str, str], EngineProfile]:
+    """(engine, generation) -> profile; a YAML key ``vllm@blackwell`` is vLLM fitted on Blackwell,
+    a plain ``vllm`` the engine's reference (Hopper) profile."""
     text = resources.files("layoutopt.perf_model").joinpath("data/engine_profiles.yaml").read_text()
     raw = yaml.safe_load(text)
-    return {name: EngineProfile(name=name, **fields) for name, fields in raw.items()}
+    out = {}
+    for key, fields in raw.items():
+        name, _, generation = key.partition("@")
+        profile = EngineProfile(name=name, **({"generation": generation} if generation else {}), **fields)
+        out[(name, profile.generation)] = profile
+    return out
 
 
-def get_engine_profile(engine: str) -> EngineProfile:
-    """The calibration of ``engine`` ('vllm', 'sglang', 'trtllm'); unknown names raise InputError.
-
-    A versioned reference ('vllm==0.13.0') uses its engine's profile: the version selects the
-    engine rules and flags (``layoutopt.engines``), not the performance model.
-    """
+def get_engine_profile(engine: str, generation: str | None = None) -> EngineProfile:
+    """The calibration of ``engine`` ('vllm', 'sglang', 'trtllm') for a GPU ``generation``: the
+    profile fitted on that generation when there is one, else the engine's Hopper profile (the
+    generation scales carry it over). Unknown engines raise InputError."""
     profiles = _load_profiles()
-    engine = engine.partition("==")[0].strip()
-    profile = profiles.get(engine) or profiles.get(engine.lower())
-    if profile is None:
-        raise unknown_name_error("engine", engine, profiles)
-    return profile
+    name = engine if (engine, "hopper") in profiles else engine.lower()
+    if (name, "hopper") not in profiles:
+        raise unknown_name_error("engine", engine, list_engines())
+    return profiles.get((name, generation or "hopper")) or profiles[(name, "hopper")]
 
 
 # An engine by name ('vllm', 'sglang', 'trtllm') or a profile object (e.g. a trial while fitting).
 EngineLike = str | EngineProfile
 
 
-def resolve_engine(engine: EngineLike) -> EngineProfile:
-    """A profile given by name, or the profile itself (trial profiles while fitting need no registry)."""
-    return engine if isinstance(engine, EngineProfile) else get_engine_profile(engine)
+def resolve_engine(engine: EngineLike, gpu=None) -> EngineProfile:
+    """A profile given by name (the one for ``gpu``'s generation when given), or the profile itself
+    (trial and user profiles apply as they are, on any GPU)."""
+    if isinstance(engine, EngineProfile):
+        return engine
+    return get_engine_profile(engine, getattr(gpu, "generation", None))
 
 
 def list_engines() -> list[str]:
-    return sorted(_load_profiles())
+    return sorted({name for name, _ in _load_profiles()})
+
+
+def list_profiles() -> list[EngineProfile]:
+    """Every built-in profile, by engine then generation."""
+    return [p for _, p in sorted(_load_profiles().items())]
 
 
 # ---------------------------------------------------------------------------------------------

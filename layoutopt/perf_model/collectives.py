@@ -69,10 +69,27 @@ def bandwidth_saturation_fraction(message_bytes):
     return _FRACS[-1]
 
 
-def achieved_bandwidth_gb_per_s(link: Link, message_bytes, allreduce: bool = False):
-    """Bus bandwidth per GPU a collective of ``message_bytes`` reaches on ``link`` (GB/s)."""
-    efficiency = (ALLREDUCE_LINK_EFFICIENCY if allreduce else LINK_EFFICIENCY)[link.kind]
-    return link.bandwidth_gb_per_s * efficiency * bandwidth_saturation_fraction(message_bytes)
+def link_efficiency(link: Link, allreduce: bool = False) -> float:
+    """Large-message bus bandwidth / line rate of ``link``: its own figure (the GPU generation's,
+    see links.nvlink) or the default of its kind."""
+    if allreduce:
+        return link.allreduce_efficiency or ALLREDUCE_LINK_EFFICIENCY[link.kind]
+    return link.efficiency or LINK_EFFICIENCY[link.kind]
+
+
+def line_rate_gb_per_s(link: Link, group_gpus: int | None = None) -> float:
+    """Per-GPU line rate ``group_gpus`` GPUs talking over ``link`` reach: all of it through a
+    switch; on a full mesh only the links to the other members, (g - 1) / peers of it."""
+    if link.mesh_peers is None or group_gpus is None:
+        return link.bandwidth_gb_per_s
+    return link.bandwidth_gb_per_s * min(max(group_gpus - 1, 1), link.mesh_peers) / link.mesh_peers
+
+
+def achieved_bandwidth_gb_per_s(link: Link, message_bytes, allreduce: bool = False, group_gpus: int | None = None):
+    """Bus bandwidth per GPU a collective of ``message_bytes`` among ``group_gpus`` GPUs reaches on
+    ``link`` (GB/s); ``group_gpus`` None: the link's whole line rate."""
+    return (line_rate_gb_per_s(link, group_gpus) * link_efficiency(link, allreduce)
+            * bandwidth_saturation_fraction(message_bytes))
 
 
 def _hops(link: Link, ring_steps: int) -> int:
@@ -103,12 +120,13 @@ def _spanning_fixed_s(latency_us: float, group: SpanningGroup, local_hops: float
     return (base_us + local_hops * group.local.latency_us + network_hops * group.network.latency_us) * 1e-6
 
 
-def _local_and_network_s(local_bytes, network_bytes, group: SpanningGroup, message_bytes):
+def _local_and_network_s(local_bytes, network_bytes, group: SpanningGroup, message_bytes, local_gpus: float):
     """Bandwidth time of a spanning collective: local and network stages pipelined, the slower one;
     their sum when the local fabric is PCIe, which the NIC traffic crosses too."""
     fraction = bandwidth_saturation_fraction(message_bytes)
-    local_s = local_bytes / (group.local.bandwidth_gb_per_s * LINK_EFFICIENCY[group.local.kind] * 1e9)
-    network_s = network_bytes / (group.network.bandwidth_gb_per_s * LINK_EFFICIENCY[group.network.kind] * 1e9)
+    local_rate = line_rate_gb_per_s(group.local, math.ceil(local_gpus))
+    local_s = local_bytes / (local_rate * link_efficiency(group.local) * 1e9)
+    network_s = network_bytes / (group.network.bandwidth_gb_per_s * link_efficiency(group.network) * 1e9)
     if group.local.kind == "pcie":
         return (local_s + network_s) / fraction
     return _max(local_s, network_s) / fraction
@@ -126,10 +144,10 @@ def allreduce_time_s(message_bytes, num_gpus: int, link: GroupLink, latency_us: 
         network_bytes = 2.0 * (num_domains - 1) / num_domains * message_bytes / d  # S/d shard, own NIC
         local_hops = 2 * _hops(link.local, math.ceil(d) - 1) if d > 1 else 0
         fixed_s = _spanning_fixed_s(latency_us, link, local_hops, 2 * _network_steps(num_domains))
-        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, message_bytes)
+        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, message_bytes, d)
     wire_bytes = 2.0 * (n - 1) / n * message_bytes
     fixed_s = (latency_us + _hops(link, 2 * (n - 1)) * link.latency_us) * 1e-6
-    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, message_bytes, allreduce=True) * 1e9)
+    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, message_bytes, allreduce=True, group_gpus=n) * 1e9)
 
 
 def allgather_time_s(total_bytes, num_gpus: int, link: GroupLink, latency_us: float):
@@ -144,10 +162,10 @@ def allgather_time_s(total_bytes, num_gpus: int, link: GroupLink, latency_us: fl
         network_bytes = (num_domains - 1) / num_domains * total_bytes / d
         local_hops = _hops(link.local, math.ceil(d) - 1) if d > 1 else 0
         fixed_s = _spanning_fixed_s(latency_us, link, local_hops, _network_steps(num_domains))
-        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, total_bytes)
+        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, total_bytes, d)
     wire_bytes = (n - 1) / n * total_bytes
     fixed_s = (latency_us + _hops(link, n - 1) * link.latency_us) * 1e-6
-    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, total_bytes) * 1e9)
+    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, total_bytes, group_gpus=n) * 1e9)
 
 
 def alltoall_time_s(bytes_per_gpu, num_gpus: int, link: GroupLink, latency_us: float):
@@ -165,15 +183,16 @@ def alltoall_time_s(bytes_per_gpu, num_gpus: int, link: GroupLink, latency_us: f
         local_bytes = (d - 1.0) / n * bytes_per_gpu
         network_bytes = (n - d) / n * bytes_per_gpu
         fixed_s = _spanning_fixed_s(latency_us, link, 0, 1)  # direct sends; the local ones overlap
-        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, bytes_per_gpu)
+        return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, bytes_per_gpu, d)
     wire_bytes = (n - 1) / n * bytes_per_gpu
     fixed_s = (latency_us + link.latency_us) * 1e-6
-    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, bytes_per_gpu) * 1e9)
+    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, bytes_per_gpu, group_gpus=n) * 1e9)
 
 
 def p2p_time_s(message_bytes, link: Link):
     """Send ``message_bytes`` from one GPU to another (pipeline stage boundary)."""
-    return link.latency_us * 1e-6 + message_bytes / (achieved_bandwidth_gb_per_s(link, message_bytes) * 1e9)
+    return link.latency_us * 1e-6 + message_bytes / (achieved_bandwidth_gb_per_s(link, message_bytes, group_gpus=2)
+                                                     * 1e9)
 
 
 def ring_pass_time_s(chunk_bytes, num_gpus: int, link: GroupLink, latency_us: float):
@@ -187,6 +206,6 @@ def ring_pass_time_s(chunk_bytes, num_gpus: int, link: GroupLink, latency_us: fl
         link = link.network
     steps = num_gpus - 1
     per_step_s = (latency_us + link.latency_us) * 1e-6 + chunk_bytes / (
-        achieved_bandwidth_gb_per_s(link, chunk_bytes) * 1e9
+        achieved_bandwidth_gb_per_s(link, chunk_bytes, group_gpus=2) * 1e9
     )
     return steps * per_step_s

@@ -28,6 +28,8 @@ from layoutopt.perf_model.calibration import (
     EngineProfile,
     resolve_engine,
 )
+from layoutopt.perf_model.generations import generation_scales, weight_only_dequant_scale
+from layoutopt.perf_model.precision import compute_precision, is_weight_only
 from layoutopt.plan import Layout
 from layoutopt.perf_model.links import (
     GroupLink,
@@ -36,6 +38,10 @@ from layoutopt.perf_model.links import (
     intra_instance_link,
     pipeline_link,
 )
+
+
+# No kernel reaches its peak: scaled efficiencies stop here.
+MAX_EFFICIENCY = 0.98
 
 
 def _max(a, b):
@@ -109,7 +115,8 @@ class ForwardCoefficients:
     cp_link: GroupLink                 # PCP ring exchanges (pcp GPUs, tp apart)
     pp_link: Link                      # between pipeline stages (NVLink when the instance fits a domain)
     # Dense GEMMs (attention projections, dense FFN, shared experts, router) and the output head.
-    gemm_flops_per_s: float            # peak x efficiency, weight precision
+    gemm_flops_per_s: float            # peak x efficiency, compute precision
+    gemm_half_rows: float              # GEMM rows at which efficiency is half the large-GEMM value
     dense_weight_bytes: float
     dense_flops_per_token: float
     head_weight_bytes: float
@@ -179,12 +186,18 @@ def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
                          link: Link | None = None) -> ForwardCoefficients:
     """The constants of ``forward_pass_costs`` for one (model, GPU, layout, engine); cached.
     Pass the arguments positionally and all five of them (the cache keys on them)."""
-    p = resolve_engine(engine)
+    p = resolve_engine(engine, gpu)
     tp, dp, pp = layout.tp_size, layout.dp_size, layout.pp_size
     ep, moe_tp = layout.ep_size, layout.moe_tp_size
     w_bytes = BYTES_PER_VALUE[layout.weight_precision]
     kv_bytes = BYTES_PER_VALUE[layout.kv_precision]
-    peak = gpu.peak_tflops(layout.weight_precision) or gpu.bf16_tflops
+    compute = compute_precision(gpu, layout.weight_precision)
+    peak = gpu.peak_tflops(compute)
+    # The engine's Hopper-equivalent efficiencies on this generation and precision (published
+    # microbenchmark ratios, data/generations.yaml), capped below the peak; weight-only formats
+    # lose the in-kernel dequantization on top.
+    scales = generation_scales(gpu, compute)
+    gemm_scale = scales.gemm * (weight_only_dequant_scale() if is_weight_only(gpu, layout.weight_precision) else 1.0)
     h = model.hidden_size
 
     # Non-expert layer weights split over TP (replicated over attention-DP ranks).
@@ -219,7 +232,8 @@ def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
                                                      tp // layout.dcp_size),
         cp_link=link or collective_group_link(gpu, layout.pcp_size, tp),
         pp_link=stage_link if pp == 1 else pipeline_link(gpu, layout.gpus_per_instance),
-        gemm_flops_per_s=peak * 1e12 * p.gemm_efficiency,
+        gemm_flops_per_s=peak * 1e12 * min(p.gemm_efficiency * gemm_scale, MAX_EFFICIENCY),
+        gemm_half_rows=p.gemm_half_efficiency_tokens * scales.half_rows,
         dense_weight_bytes=dense_params * w_bytes / tp,
         dense_flops_per_token=2.0 * dense_params / tp,
         head_weight_bytes=head_params * BYTES_PER_VALUE["bf16"] / tp,
@@ -231,8 +245,8 @@ def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
         num_moe_layers=moe_layers,
         expert_slice_bytes=model.expert_params * expert_bytes_per_value(model, layout.weight_precision) / moe_tp,
         expert_slice_flops_per_token=2.0 * model.expert_params / moe_tp,
-        attention_flops_per_s=gpu.bf16_tflops * 1e12 * p.attention_efficiency,
-        hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * p.memory_efficiency,
+        attention_flops_per_s=gpu.bf16_tflops * 1e12 * min(p.attention_efficiency * scales.attention, MAX_EFFICIENCY),
+        hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * min(p.memory_efficiency * scales.hbm, MAX_EFFICIENCY),
         attn_flops_per_ctx_token_full=attn_per_ctx_layer * model.num_full_attention_layers,
         decode_attn_flops_per_ctx_token_full=decode_per_ctx_layer * model.num_full_attention_layers,
         attn_flops_per_ctx_token_sliding=attn_per_ctx_layer * model.num_sliding_window_layers,
@@ -262,9 +276,25 @@ def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens):
     return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
 
 
+def expert_load_imbalance(routed_pairs, ep: int, skew: float):
+    """Max / mean routed (token, expert) pairs over ``ep`` expert-parallel ranks.
+
+    Two causes multiply: ``skew``, the engine-observed hot-expert ratio of large batches (the
+    profile's ``moe_imbalance``), and sampling noise of a finite batch: with ``P`` pairs spread
+    uniformly the per-rank load is about Binomial(P, 1/ep), whose maximum over ep ranks exceeds the
+    mean by ~sqrt(2 ln ep) standard deviations, 1 + sqrt(2 ln(ep) (ep - 1) / P) of it (extreme
+    value of ep near-normal loads). Small decode batches therefore see much more imbalance than
+    large prefill chunks; the ratio never exceeds ep (every pair on one rank). 1 without EP.
+    """
+    if ep <= 1:
+        return 1.0
+    noise = np.sqrt(2.0 * np.log(ep) * (ep - 1.0) / _max(routed_pairs, 1.0))
+    return _min(skew * (1.0 + noise), float(ep))
+
+
 def _gemm_time_s(c: ForwardCoefficients, flops, rows):
     """GEMM compute time; efficiency falls for few rows: eff x rows / (rows + half-efficiency rows)."""
-    half = c.profile.gemm_half_efficiency_tokens
+    half = c.gemm_half_rows
     return flops * (rows + half) / (_max(rows, 1e-9) * c.gemm_flops_per_s)
 
 
@@ -297,14 +327,18 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
     if c.num_moe_layers:
         e, k = c.num_experts, c.experts_per_token
         moe_tokens = tokens * c.dp  # every attention-DP rank feeds the shared expert layers
-        imbalance = p.moe_imbalance if c.ep > 1 else 1.0
+        imbalance = expert_load_imbalance(moe_tokens * k, c.ep, p.moe_imbalance)
         distinct = expected_distinct_experts(e, k, moe_tokens)
         touched_rank = _min(e / c.ep, distinct / c.ep * imbalance)
         pairs_rank = moe_tokens * k / c.ep * imbalance
         # Grouped GEMM: rows per expert = pairs / touched experts, so compute = FLOPs x (1 + half/rows).
-        expert_flop_s = (pairs_rank + c.profile.gemm_half_efficiency_tokens * touched_rank) * (
+        expert_flop_s = (pairs_rank + c.gemm_half_rows * touched_rank) * (
             c.expert_slice_flops_per_token * c.num_moe_layers / c.gemm_flops_per_s)
-        expert_c, expert_m = roofline(expert_flop_s, touched_rank * (c.expert_slice_bytes * c.num_moe_layers / hbm))
+        # Token permutation before the grouped GEMM and the weighted un-permutation after it: each
+        # routed copy of a token's hidden vector is written and read once on each side.
+        permute_bytes = pairs_rank * (4.0 * c.hidden_size * ACTIVATION_BYTES_PER_VALUE) * c.num_moe_layers
+        expert_c, expert_m = roofline(expert_flop_s, (touched_rank * c.expert_slice_bytes * c.num_moe_layers
+                                                      + permute_bytes) / hbm)
         compute_s, memory_s = compute_s + expert_c, memory_s + expert_m
         moe_comm = coll.allreduce_time_s(moe_tokens * (c.allreduce_bytes_per_token / c.ep), c.moe_tp,
                                          c.moe_tp_link, p.allreduce_latency_us)
@@ -353,5 +387,7 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
             prefill_tokens * c.kv_bytes_per_token_per_layer_rank, c.pcp, c.cp_link, p.allreduce_latency_us)
         comm_s = comm_s + _max(ring_s - prefill_attn_s, 0.0)
 
-    overhead_s = c.num_layers * p.layer_overhead_us * 1e-6
+    # Router, top-k, permute and un-permute kernels of every MoE layer: launches the grouped GEMM
+    # does not hide.
+    overhead_s = (c.num_layers * p.layer_overhead_us + c.num_moe_layers * p.moe_kernel_overhead_us) * 1e-6
     return compute_s, memory_s, comm_s, overhead_s

@@ -230,7 +230,7 @@ def phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, work
 def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
                  engine: EngineLike, kv_link: Link | None, max_batch_size: int | None,
                  allow_cross_domain: bool) -> PhaseCosts:
-    profile = calibration.resolve_engine(engine)
+    profile = calibration.resolve_engine(engine, gpu)
     memory.check_layout(model, gpu, layout, allow_cross_domain=allow_cross_domain)
     tokens, weights = length_grid(workload.input_tokens)
     hit = workload.prefix_cache_hit_fraction

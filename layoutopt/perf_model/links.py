@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.perf_model.calibration import LINK_LATENCY_US, PCIE_SERVER_GPUS
+from layoutopt.perf_model.generations import generation_spec
 
 LinkKind = Literal["nvlink", "pcie", "network"]
 
@@ -28,6 +29,14 @@ class Link(BaseModel):
     kind: LinkKind
     bandwidth_gb_per_s: float = Field(gt=0, description="per GPU, per direction, line rate")
     latency_us: float = Field(ge=0, description="one hop")
+    efficiency: float | None = Field(default=None, gt=0, description="large-collective bandwidth / line rate; "
+                                     "None: calibration.LINK_EFFICIENCY of the kind")
+    allreduce_efficiency: float | None = Field(
+        default=None, gt=0, description="the same for all-reduce (above 1 with in-switch reduction, NVLS); None: "
+        "calibration.ALLREDUCE_LINK_EFFICIENCY of the kind")
+    mesh_peers: int | None = Field(
+        default=None, ge=1, description="switchless full mesh (xGMI): one link to each of this many peers, the "
+        "bandwidth their aggregate, so g GPUs talking use (g - 1) / mesh_peers of it; None: a switch")
 
 
 class SpanningGroup(BaseModel):
@@ -50,8 +59,14 @@ GroupLink: TypeAlias = Link | SpanningGroup
 
 
 def nvlink(gpu: GpuSpec) -> Link:
-    """The scale-up fabric of ``gpu`` (NVLink/NVSwitch, xGMI)."""
-    return Link(kind="nvlink", bandwidth_gb_per_s=gpu.scaleup_gb_per_s, latency_us=LINK_LATENCY_US["nvlink"])
+    """The scale-up fabric of ``gpu`` (NVLink/NVSwitch, xGMI), with its generation's collective
+    efficiencies: in-switch all-reduce (NVLS) only on Hopper and Blackwell NVSwitch; rings on
+    A100's NVSwitch and on AMD's switchless xGMI mesh (data/generations.yaml)."""
+    spec = generation_spec(gpu)
+    mesh = gpu.scaleup_domain_gpus - 1 if spec.scaleup_mesh and gpu.scaleup_domain_gpus > 1 else None
+    return Link(kind="nvlink", bandwidth_gb_per_s=gpu.scaleup_gb_per_s, latency_us=LINK_LATENCY_US["nvlink"],
+                efficiency=spec.link_efficiency, allreduce_efficiency=spec.allreduce_link_efficiency,
+                mesh_peers=mesh)
 
 
 def pcie_link(gpu: GpuSpec) -> Link:
@@ -121,3 +136,22 @@ def kv_transfer_link(gpu: GpuSpec, prefill_layout, decode_layout, decode_gpu: Gp
     lanes = min(prefill_layout.tp_size * prefill_layout.pp_size, decode_layout.tp_size * decode_layout.pp_size)
     base = inter_node_link(decode_gpu)
     return Link(kind=base.kind, bandwidth_gb_per_s=nic * lanes, latency_us=base.latency_us)
+
+
+def cross_domain_groups(gpu: GpuSpec, layout) -> dict[str, SpanningGroup]:
+    """The collective groups of ``layout`` that span local domains, each with its fabric.
+
+    Keys: ``tp`` (TP all-reduces), ``moe_tp`` (expert-TP all-reduce), ``ep`` (expert dispatch and
+    combine, DEP across nodes), ``cp`` (DCP/PCP all-gather). Empty when every group stays inside
+    one scale-up domain. A search that admits cross-node layouts (TP16 over two HGX nodes, EP32+
+    across nodes) passes ``allow_cross_domain=True`` to ``memory.check_layout`` and ``estimate``;
+    the step costs then run these groups hierarchically over the NICs (see ``collectives``), so
+    whether the layout pays is the performance model's answer, not a rule.
+    """
+    groups = {
+        "tp": collective_group_link(gpu, layout.tp_size),
+        "moe_tp": collective_group_link(gpu, layout.moe_tp_size),
+        "ep": collective_group_link(gpu, layout.ep_size, layout.moe_tp_size),
+        "cp": collective_group_link(gpu, layout.dcp_size * layout.pcp_size, layout.tp_size // layout.dcp_size),
+    }
+    return {name: link for name, link in groups.items() if isinstance(link, SpanningGroup)}

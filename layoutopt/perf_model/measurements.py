@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from layoutopt.errors import InputError, LayoutoptError
+from layoutopt.model_catalog.spec import FOUR_BIT_PRECISIONS
 from layoutopt.plan import Layout
 
 # ``system`` column -> catalog GPU name.
@@ -27,7 +28,8 @@ SYSTEMS: dict[str, str] = {"h100_sxm": "H100-SXM", "b200_sxm": "B200", "h200_sxm
                            "mi300x": "MI300X", "mi325x": "MI325X", "mi355x": "MI355X"}
 # ``gemm_quant_mode`` (else ``precision``) -> the weight/compute precision layoutopt serves.
 QUANT_MODES: dict[str, str] = {"": "bf16", "bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8_block": "fp8",
-                               "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4"}
+                               "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "mxfp4", "int4_wo": "int4",
+                               "w4a16": "int4", "int4": "int4"}
 
 
 class LeftOut(NamedTuple):
@@ -193,9 +195,10 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None) -> tuple[li
         if precision is None:
             leave(f"precision {(row.get('gemm_quant_mode') or '').strip()!r}")
             continue
-        if precision == "fp4" and model.expert_native_precision == "fp4" and not get_gpu(gpu).supports("fp4"):
-            # An MXFP4 checkpoint on a GPU without FP4 math (H100): the experts stay 4-bit in
-            # memory, GEMMs run in BF16 (the spec keeps native expert bytes).
+        if (precision in ("fp4", "mxfp4") and model.expert_native_precision in FOUR_BIT_PRECISIONS
+                and not get_gpu(gpu).supports(precision)):
+            # A 4-bit-expert checkpoint (gpt-oss MXFP4) on a GPU without FP4 math (H100): the
+            # experts stay 4-bit in memory (the spec keeps native expert bytes), the rest is BF16.
             precision = "bf16"
         try:
             if mode == "agg":
@@ -208,6 +211,10 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None) -> tuple[li
                 decode = _layout(row, "decode_", precision, model.is_moe)
                 p_count, d_count = _degree(row, "prefill_workers"), _degree(row, "decode_workers")
                 batch = _degree(row, "decode_batch", 0) or None
+                if batch is not None:
+                    # ``decode_batch`` is per attention-DP rank: concurrency = batch x attention_dp x
+                    # workers in all 23 B200 rows with attention DP (and all 34 without).
+                    batch *= decode.dp_size
         except ValueError as error:
             leave(f"layout rule: {str(error).splitlines()[-1][:60]}")
             continue

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from layoutopt.errors import LayoutError
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import BYTES_PER_VALUE, ModelSpec
+from layoutopt.perf_model.precision import weight_precision_supported
 from layoutopt.perf_model.calibration import (
     ACTIVATION_BYTES_PER_VALUE,
     ACTIVATION_PEAK_HIDDEN_VECTORS,
@@ -87,7 +88,7 @@ def activation_bytes_per_gpu(model: ModelSpec, layout: Layout, max_num_batched_t
 @lru_cache(maxsize=4096)
 def _coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: EngineLike,
                   gpu_memory_utilization: float) -> _MemoryCoefficients:
-    profile = resolve_engine(engine)
+    profile = resolve_engine(engine, gpu)
     stage_fraction = math.ceil(model.num_layers / layout.pp_size) / model.num_layers
     kv_factor = kv_head_share(model, layout) / context_shards(layout) * BYTES_PER_VALUE[layout.kv_precision]
     per_layer_token = model.kv_values_per_token_per_layer * kv_factor * stage_fraction
@@ -191,5 +192,6 @@ def check_layout(model: ModelSpec, gpu: GpuSpec, layout: Layout, allow_cross_dom
     if not allow_cross_domain and layout.gpus_per_stage > gpu.scaleup_domain_gpus:
         fail("gpus_per_stage", f"tp x dp x pcp = {layout.gpus_per_stage} GPUs per stage exceed the "
                                f"{gpu.scaleup_domain_gpus}-GPU scale-up domain of {gpu.name}")
-    if not gpu.supports(layout.weight_precision):
-        fail("weight_precision", f"{gpu.name} has no {layout.weight_precision} support")
+    if not weight_precision_supported(gpu, layout.weight_precision):
+        fail("weight_precision", f"{gpu.name} has no {layout.weight_precision} support (neither tensor-core "
+                                 "math nor a weight-only kernel)")

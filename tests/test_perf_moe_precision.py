@@ -1,0 +1,54 @@
+"""Expert load imbalance, MoE kernel costs and weight-only precisions (hand-computed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from layoutopt.hardware_catalog.catalog import get_gpu
+from layoutopt.model_catalog.catalog import get_model
+from layoutopt.perf_model.calibration import get_engine_profile
+from layoutopt.perf_model.compute import expert_load_imbalance, forward_coefficients, forward_pass_costs
+from layoutopt.perf_model.precision import compute_precision, is_weight_only, weight_precision_supported
+from layoutopt.plan import Layout
+
+H100, B200 = get_gpu("H100"), get_gpu("B200")
+
+
+def test_expert_imbalance_falls_with_the_batch_to_the_hot_expert_skew():
+    # 512 routed pairs over 8 ranks: 1 + sqrt(2 ln 8 x 7 / 512) = 1.2385.
+    assert expert_load_imbalance(512.0, 8, 1.0) == pytest.approx(1 + math.sqrt(2 * math.log(8) * 7 / 512))
+    assert expert_load_imbalance(512.0, 8, 1.2) == pytest.approx(1.2 * 1.2385, rel=1e-3)
+    assert expert_load_imbalance(1e9, 8, 1.3) == pytest.approx(1.3, rel=1e-3)
+    assert expert_load_imbalance(1.0, 8, 1.3) == 8.0  # one pair: all of it on one rank
+    assert expert_load_imbalance(64.0, 1, 1.3) == 1.0  # no EP, no rank imbalance
+
+
+def test_moe_layers_pay_their_kernel_overhead_and_permutation_traffic():
+    model = get_model("qwen3-30b-a3b")
+    vllm = get_engine_profile("vllm")
+    layout = Layout(tp_size=1, weight_precision="fp8")
+    c = forward_coefficients(model, H100, layout, vllm, None)
+    _, _, _, overhead_s = forward_pass_costs(c, tokens=1.0, logit_tokens=1.0)
+    expected = (model.num_layers * vllm.layer_overhead_us + model.num_moe_layers * vllm.moe_kernel_overhead_us) * 1e-6
+    assert overhead_s == pytest.approx(expected)
+    # Permutation: each routed copy of the hidden vector written and read on both sides (4 x h x 2 B).
+    no_tokens = forward_pass_costs(c, tokens=1e-9, logit_tokens=0.0, split=False)[0]
+    many = forward_pass_costs(c, tokens=4096.0, logit_tokens=0.0, split=False)[0]
+    assert many > no_tokens
+
+
+def test_weight_only_formats_read_four_bits_and_compute_in_bf16():
+    assert compute_precision(H100, "int4") == "bf16" and is_weight_only(H100, "int4")
+    assert compute_precision(H100, "mxfp4") == "bf16" and is_weight_only(H100, "mxfp4")
+    assert compute_precision(B200, "mxfp4") == "mxfp4" and not is_weight_only(B200, "fp4")
+    assert compute_precision(B200, "int4") == "bf16"  # INT4 is always weight-only
+    assert weight_precision_supported(H100, "fp4") and not weight_precision_supported(get_gpu("MI300X"), "int4")
+    model = get_model("llama-3.1-70b")
+    vllm = get_engine_profile("vllm")
+    c = forward_coefficients(model, H100, Layout(tp_size=4, weight_precision="int4"), vllm, None)
+    # BF16 peak x efficiency x the dequantization share (0.85); 4.5 bits per weight (BF16 scale per 32).
+    assert c.gemm_flops_per_s == pytest.approx(989e12 * vllm.gemm_efficiency * 0.85, rel=1e-3)
+    dense = model.attention_params + model.dense_params_total
+    assert c.dense_weight_bytes == pytest.approx(dense * 0.5625 / 4)
