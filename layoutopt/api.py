@@ -12,8 +12,10 @@ import importlib
 
 # name -> module that defines it
 _EXPORTS = {
-    "estimate": "layoutopt.perf_model.estimate",
-    "solve": "layoutopt.optimizer.solve",
+    # estimate and solve with ``profile=`` (a profile file) and the expected error band
+    "estimate": "layoutopt.calibrate.apply",
+    "solve": "layoutopt.calibrate.apply",
+    "load_profile": "layoutopt.calibrate.profile_file",
     "simulate": "layoutopt.simulator.run",
     "sweep": "layoutopt.sweep.run",
     "emit": "layoutopt.report.emit",

@@ -51,7 +51,7 @@ def test_catalog_command(args, expected, status):
 GUARDED_ERRORS = [
     (["catalog", "show", "qwen3-33b"], "did you mean qwen3-32b", 2),
     (["catalog", "show", "h10"], "did you mean H100-SXM", 2),
-    (["catalog", "show", "missing.json"], "a readable config.json", 2),
+    (["catalog", "show", "missing.json"], "an existing config.json file (no such file)", 2),
     (["catalog", "show", "zzzzzz"], "error: NAME: got 'zzzzzz'", 2),
 ]
 

@@ -35,6 +35,13 @@ CASES = [
     (["emit", "{tmp}/invalid.json", "{out}"], 2, "Field required"),
     (["emit", "{tmp}/missing.json", "{out}"], 2, "missing.json"),
     (["emit", str(FIXTURES / "plan_colocated.json"), "{out}", "--engine", "trtllm"], 2, "trtllm"),
+    (["emit", str(FIXTURES / "plan_colocated.json"), "{out}", "--engine", "vllm==0.13.0"], 0, "launch/"),
+    (["emit", str(FIXTURES / "plan_colocated.json"), "{out}", "--engine", "vllm==0.1"], 2, "vllm==0.13.0"),
+    (["emit", str(FIXTURES / "plan_colocated.json"), "{out}", "--model-id", "a;b"], 2, "--model-id"),
+    (["emit", str(FIXTURES / "plan_colocated.json"), "{out}", "--namespace", "Bad_NS"], 2, "--namespace"),
+    (["emit", str(FIXTURES / "plan_colocated.json"), "{out}", "--rdma-resource", "x y"], 2, "--rdma-resource"),
+    (["emit", str(FIXTURES / "plan_colocated.json"), "{tmp}"], 2, "--force"),
+    (["emit", str(FIXTURES / "plan_colocated.json"), "{tmp}", "--force"], 0, "report.md"),
 ]
 
 
@@ -45,15 +52,15 @@ def test_emit_command(args, status, expected, files, monkeypatch, capsys):
     assert got_status == status, err
     assert expected in (out if status == 0 else err)
     if status == 0:
-        assert out.startswith("wrote ") and (files / "out" / "plan.json").is_file()
+        target = files if "--force" in args else files / "out"
+        assert out.startswith("wrote ") and (target / "plan.json").is_file()
     else:
         assert "Traceback" not in err and not (files / "out").exists()
-        if "--engine" not in args:  # a bad plan file is one line; click prints usage for bad options
-            assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
 
 
 def test_help_lists_options():
     result = CliRunner().invoke(cli, ["emit", "--help"])
     assert result.exit_code == 0
-    for option in ("--engine", "--model-id", "--namespace", "--image"):
+    for option in ("--engine", "--model-id", "--namespace", "--image", "--force", "--pin-nodes"):
         assert option in result.output

@@ -65,6 +65,8 @@ GUARDED_ERRORS = [
     (["sweep", "{dir}/missing.yaml", "--out", "{dir}/o"], "sweep: got", 2),
     (["sweep", "{dir}/bad.yaml", "--out", "{dir}/o"], "error: sweep.max_gpus_per_type", 2),
     (["sweep", "{dir}/sweep.yaml", "--out", "{dir}/o", "--address", "auto"], "only with --executor ray", 2),
+    (["sweep", "{dir}/sweep.yaml", "--out", "{dir}/o", "--ray-address", "auto"],
+     "error: --ray-address: got 'auto'; only with --executor ray", 2),
 ]
 
 
@@ -81,7 +83,7 @@ def test_sweep_errors_are_one_line(monkeypatch, capsys, tmp_path, spec_path, arg
 # (arguments, text in the output, exit status)
 CASES = [
     (["sweep", "--help"], "--executor [local|ray]", 0),
-    (["sweep", "--help"], "--address", 0),
+    (["sweep", "--help"], "--ray-address", 0),
     (["sweep", "x.yaml"], "Missing option '--out'", 2),
     (["sweep", "x.yaml", "--out", "o", "--executor", "slurm"], "Invalid value for '--executor'", 2),
     (["sweep", "x.yaml", "--out", "o", "--workers", "0"], "Invalid value for '--workers'", 2),

@@ -197,7 +197,8 @@ def test_bad_user_gpu_row_names_file_row_and_field(tmp_path):
         list_gpus(unknown_field)
     with pytest.raises(InputError, match="mapping with one key 'gpus:'"):
         list_gpus(write(tmp_path, "scalar.yaml", "42\n"))
-    with pytest.raises(InputError, match="unparseable YAML"):
+    # the one wording of every YAML reader (layoutopt.io_safe): the input, the file, the line
+    with pytest.raises(InputError, match=r"gpus file: got '.*broken\.yaml'; valid YAML \(line 2, column 1: "):
         list_gpus(write(tmp_path, "broken.yaml", "gpus: [\n"))
 
 

@@ -39,8 +39,10 @@ def _check_pod_template(template: dict, role: str) -> None:
 def test_manifests_have_required_fields(name, engine):
     plan = fixture_plan(name)
     manifests = _manifests(name, engine)
-    assert len(manifests) == len(plan.pools), "one file per pool"
+    assert len([p for p in manifests if "router" not in p]) == len(plan.pools), "one file per pool"
     for path, docs in manifests.items():
+        if "router" in path:
+            continue
         kinds = [doc["kind"] for doc in docs]
         assert kinds[-1] == "Service" and len(kinds) == 2
         for doc in docs:
@@ -71,14 +73,41 @@ def _node_terms(pod_spec: dict) -> dict[str, list[str]]:
     return {e["key"]: e["values"] for e in terms["nodeSelectorTerms"][0]["matchExpressions"]}
 
 
-def test_placement_becomes_hostname_affinity():
+def test_a_plain_budget_selects_nodes_by_gpu_labels_not_hostnames():
     manifests = _manifests("disaggregated")
     prefill = next(d for p, d in manifests.items() if "prefill" in p)[0]
-    decode = next(d for p, d in manifests.items() if "decode" in p)[0]
     assert _node_terms(prefill["spec"]["template"]["spec"]) == {
-        "kubernetes.io/hostname": ["gpu-node-01"], "nvidia.com/gpu.product": ["NVIDIA-H100-80GB-HBM3"]}
-    assert _node_terms(decode["spec"]["template"]["spec"])["kubernetes.io/hostname"] == ["gpu-node-02"]
+        "nvidia.com/gpu.product": ["NVIDIA-H100-80GB-HBM3"], "nvidia.com/gpu.count": ["3"]}
     assert prefill["spec"]["replicas"] == 2
+
+
+def test_a_cluster_placement_becomes_hostname_affinity():
+    plan = fixture_plan("disaggregated").model_copy(update={"cluster": "lab"})
+    files = render(plan, model_id=MODEL_IDS[plan.model], namespace="llm", plots=False)
+    manifests = {p: list(yaml.safe_load_all(t)) for p, t in files.items() if p.startswith("k8s/") and "router" not in p}
+    prefill = next(d for p, d in manifests.items() if "prefill" in p)[0]
+    decode = next(d for p, d in manifests.items() if "decode" in p)[0]
+    assert _node_terms(prefill["spec"]["template"]["spec"])["kubernetes.io/hostname"] == ["gpu-node-01"]
+    assert _node_terms(decode["spec"]["template"]["spec"])["kubernetes.io/hostname"] == ["gpu-node-02"]
+
+
+def test_pods_have_probes_shm_limit_token_secret_cache_and_kv_ports():
+    manifests = _manifests("disaggregated")
+    decode = next(d for p, d in manifests.items() if "decode" in p)[0]
+    pod = decode["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert {"startupProbe", "readinessProbe", "livenessProbe"} <= set(container)
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["dshm"]["emptyDir"]["sizeLimit"].endswith("Gi")
+    assert "model-cache" in volumes
+    env = {e["name"]: e for e in container["env"]}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "hf-token"
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"]["value"] == "$(POD_IP)"
+    assert {p["name"] for p in container["ports"]} >= {"http", "nixl-0"}
+    assert container["resources"]["limits"]["rdma/ib"] == 1
+    assert decode["spec"]["template"]["spec"]["containers"][0]["image"] == "vllm/vllm-openai:v0.33.0"
 
 
 def test_multi_node_instance_is_a_leader_worker_set_with_gpus_per_node():
@@ -92,6 +121,7 @@ def test_multi_node_instance_is_a_leader_worker_set_with_gpus_per_node():
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == 8
     assert "ray start --head" in leader["command"][2] and "vllm serve" in leader["command"][2]
     assert '"--address=${LWS_LEADER_ADDRESS}:6379"' in worker["command"][2]
+    assert "--num-gpus=8" in worker["command"][2]
     assert "ports" in leader and "ports" not in worker
     assert docs[1]["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
@@ -112,3 +142,47 @@ def test_no_yaml_anchors_and_amd_resource():
     assert gpu_resource("MI300X")["resource"] == "amd.com/gpu"
     assert gpu_resource("MI999")["resource"] == "amd.com/gpu"
     assert gpu_resource("H100-SXM")["resource"] == "nvidia.com/gpu"
+
+
+# kubernetes-validate bundles the JSON schemas of each Kubernetes release offline; 1.33 is a
+# release every current managed service runs.
+K8S_VERSION = "1.33.0"
+
+
+def _validate(obj: dict) -> None:
+    import kubernetes_validate
+
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def _as_pod_template(template: dict, namespace: str) -> dict:
+    """An LWS pod template as a v1 PodTemplate, so the core schema checks it (the LWS CRD embeds
+    PodTemplateSpec for leaderTemplate and workerTemplate)."""
+    return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "lws-template", "namespace": namespace},
+            "template": template}
+
+
+@pytest.mark.parametrize(("name", "engine"), CASES)
+def test_manifests_validate_against_the_kubernetes_schemas(name, engine):
+    validated = 0
+    for docs in _manifests(name, engine).values():
+        for doc in docs:
+            if doc["kind"] == "LeaderWorkerSet":
+                group = doc["spec"]["leaderWorkerTemplate"]
+                assert set(group) <= {"size", "restartPolicy", "leaderTemplate", "workerTemplate"}
+                assert group["restartPolicy"] in ("RecreateGroupOnPodRestart", "None")
+                for key in ("leaderTemplate", "workerTemplate"):
+                    _validate(_as_pod_template(group[key], doc["metadata"]["namespace"]))
+            else:
+                _validate(doc)
+            validated += 1
+    assert validated >= 2
+
+
+def test_the_validator_catches_a_broken_manifest():
+    import kubernetes_validate
+
+    (docs,) = [d for p, d in _manifests("colocated").items() if "router" not in p]
+    broken = {**docs[0], "spec": {**docs[0]["spec"], "replicas": "three"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        _validate(broken)

@@ -110,7 +110,8 @@ def test_input_error_carries_field_value_and_allowed(server):
 def test_oversized_body_gets_413(server, chunked):
     body = {**SOLVE, "workload": {"preset": "chat", "name": "x" * (2 << 20)}}
     status, payload = request(server.url + "/v1/solve", "POST", body, chunked=chunked)
-    assert status == 413 and "larger than 1048576 bytes" in payload["detail"]
+    detail = payload["detail"][0]
+    assert status == 413 and detail["type"] == "body_too_large" and "at most 1048576 bytes" in detail["allowed"]
     assert request(server.url + "/healthz")[0] == 200
 
 
@@ -139,7 +140,7 @@ def test_estimate_layout_error_is_422(server):
 
 
 def test_concurrent_solves_while_health_stays_fast():
-    settings = ServiceSettings(max_workers=3, max_pending_jobs=64)
+    settings = ServiceSettings(max_workers=3, max_pending=64)
     with BackgroundServer(create_app(settings, solve_fn=busy_solve)) as busy:
         request(busy.url + "/v1/solve", "POST", SOLVE)  # first job: workers import the solver
         health_latencies_s: list[float] = []

@@ -134,7 +134,7 @@ def test_sweep_writes_rows_tables_and_summary(tmp_path):
     assert [r["budget"] for r in rows] == ["8xH100", "8xH100", "8xH200", "8xH200"]
     assert [float(r["cost_usd_per_hour"]) for r in rows] == [4.0, 8.0, 5.0, 10.0]
     assert rows[0]["layout"] == "1 x colocated H100-SXM tp2-fp8"
-    assert float(rows[0]["requests_per_usd"]) == pytest.approx(2 * 3600 / 4.0)
+    assert float(rows[0]["requests_per_usd_at_capacity"]) == pytest.approx(2 * 3600 / 4.0)
     import pyarrow.parquet as pq
 
     table = pq.read_table(tmp_path / "results.parquet")
@@ -213,7 +213,8 @@ def test_real_solves_on_small_budgets(tmp_path):
     by_cell = {(row.budget, row.rate_rps): row for row in result.rows}
     for row in result.rows:
         assert row.goodput_rps >= row.rate_rps  # min-cost plans serve the rate asked for
-        assert row.requests_per_usd == pytest.approx(row.goodput_rps * 3600 / row.cost_usd_per_hour)
+        assert row.requests_per_usd_at_capacity == pytest.approx(row.goodput_rps * 3600 / row.cost_usd_per_hour)
+        assert row.requests_per_usd_at_demand == pytest.approx(row.rate_rps * 3600 / row.cost_usd_per_hour)
     assert by_cell[("8xH100", 20.0)].cost_usd_per_hour >= by_cell[("8xH100", 1.0)].cost_usd_per_hour
     assert (tmp_path / "summary.md").read_text().startswith("# Sweep t: procurement summary")
     assert result.summary.plots and all((tmp_path / plot).stat().st_size > 0 for plot in result.summary.plots)

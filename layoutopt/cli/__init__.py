@@ -22,7 +22,7 @@ def cli() -> None:
 
 
 # Command modules of this package; each exposes a click command named ``command``.
-COMMAND_MODULES = ("catalog", "estimate", "solve", "simulate", "emit", "sweep", "serve")
+COMMAND_MODULES = ("catalog", "estimate", "solve", "simulate", "emit", "check_bench", "sweep", "serve", "calibrate")
 
 
 def _register() -> None:

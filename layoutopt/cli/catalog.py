@@ -19,7 +19,7 @@ from layoutopt.model_catalog.summary import model_summary
 
 @click.group(name="catalog")
 def command() -> None:
-    """Browse the built-in GPUs, node types and models."""
+    """Browse the built-in GPUs, node types, models and serving engines."""
 
 
 # ---------------------------------------------------------------- formatting
@@ -169,6 +169,7 @@ def _show_gpu(gpu: GpuSpec, node_types: tuple[NodeType, ...], output_format: str
         return
     rows = [
         ("vendor", gpu.vendor), ("aliases", ", ".join(gpu.aliases) or "-"),
+        ("compute capability", "-" if gpu.compute_capability is None else f"{gpu.compute_capability:.1f}"),
         ("dense TFLOPS", f"BF16 {_num(gpu.bf16_tflops)}, FP8 {_num(gpu.fp8_tflops)}, FP4 {_num(gpu.fp4_tflops)}"),
         ("memory", f"{_num(gpu.memory_gib)} GiB, {_num(gpu.memory_bandwidth_gb_per_s)} GB/s"),
         ("scale-up", f"{_num(gpu.scaleup_gb_per_s)} GB/s per direction, domain of {gpu.scaleup_domain_gpus} GPUs"),
@@ -231,3 +232,12 @@ def show(name: str, output_format: str) -> None:
             "a model, GPU or node type of the catalog (see `layoutopt catalog models|gpus|nodes`) or a config.json path",
             f"did you mean {', '.join(close)}?" if close else None,
         )
+
+
+def _register_engines() -> None:
+    from layoutopt.cli.catalog_engines import engines
+
+    command.add_command(engines)
+
+
+_register_engines()

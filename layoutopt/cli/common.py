@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import sys
 import tempfile
@@ -12,10 +12,33 @@ from typing import Any, Callable
 import click
 from pydantic import BaseModel, ValidationError
 
+from layoutopt.bounds import MAX_INSTANCES, MAX_RATE_RPS, MAX_SEED, MAX_SIM_REQUESTS, MAX_TOKENS
 from layoutopt.errors import InfeasibleError, InputError, LayoutoptError
+from layoutopt.io_safe import dumps_json
 
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan``, ``inf`` and ``-inf`` (which FloatRange lets through)."""
+
+    name = "finite number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+# Option types with the bounds of layoutopt.bounds, shared by every command.
+TOKENS = click.IntRange(1, MAX_TOKENS)
+RATE_RPS = FiniteFloatRange(min=0, max=MAX_RATE_RPS, min_open=True)
+POSITIVE_FINITE = FiniteFloatRange(min=0, min_open=True)
+SIM_REQUESTS = click.IntRange(1, MAX_SIM_REQUESTS)
+SEED = click.IntRange(0, MAX_SEED)
+INSTANCES = click.IntRange(1, MAX_INSTANCES)
 
 format_option = click.option(
     "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True,
@@ -36,21 +59,34 @@ def validation_message(error: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts)
 
 
-def run_guarded(command: Callable[..., Any]) -> int:
-    """Run a click command, turning expected errors into one line and an exit status."""
+REPORT_TO = "the layoutopt maintainers"
+EXIT_INTERNAL_ERROR = 3
+EXIT_ABORTED = 130  # interrupted (Ctrl-C), as shells report SIGINT
+DEBUG_ENV = "LAYOUTOPT_DEBUG"
+
+
+def run_guarded(command: Callable[..., Any], args: list[str] | None = None) -> int:
+    """Run a click command and return its exit status; the one place exceptions become statuses.
+
+    0: a plan (or the command's result); 1: infeasible; 2: bad input (one line naming the
+    field, the value and what is allowed); 3: an internal error, shown as one line asking for a
+    report, with the traceback only when ``LAYOUTOPT_DEBUG=1``; 130: interrupted. ``args``
+    defaults to ``sys.argv[1:]``.
+    """
     try:
-        result = command.main(standalone_mode=False)
+        result = command.main(args=args, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        return 130
+        return EXIT_ABORTED
     except click.UsageError as error:
         # One line, like every other input error, with where to look for the allowed values.
         command_path = error.ctx.command_path if error.ctx else "layoutopt"
         click.echo(f"error: {error.format_message()} (see '{command_path} --help')", err=True)
         return EXIT_BAD_INPUT
     except click.ClickException as error:
-        error.show()
-        return error.exit_code
+        # click.Path(exists=True) and friends: a file the user named cannot be used
+        click.echo(f"error: {error.format_message()}", err=True)
+        return EXIT_BAD_INPUT
     except click.exceptions.Exit as done:
         return done.exit_code
     except InfeasibleError as error:
@@ -70,8 +106,21 @@ def run_guarded(command: Callable[..., Any]) -> int:
     except OSError as error:
         click.echo(f"error: {error.filename or ''}: {error.strerror or error}", err=True)
         return EXIT_BAD_INPUT
+    except Exception as error:  # noqa: BLE001 - the last line of defence: never a traceback
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        click.echo(internal_error_line(error), err=True)
+        return EXIT_INTERNAL_ERROR
     # With standalone_mode=False click returns the code of a ctx.exit(n) instead of raising.
     return result if isinstance(result, int) else 0
+
+
+def internal_error_line(error: BaseException) -> str:
+    """The one line shown for an unexpected exception (a bug of layoutopt, not of the input)."""
+    detail = str(error).splitlines()[0][:200] if str(error) else ""
+    what = type(error).__name__ + (f": {detail}" if detail else "")
+    return (f"internal error: {what} (please report it with the command line to {REPORT_TO}; "
+            f"{DEBUG_ENV}=1 shows the traceback)")
 
 
 def to_jsonable(value: Any) -> Any:
@@ -84,19 +133,32 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def json_text(value: Any) -> str:
+    """Standard JSON of ``value`` (pydantic models dumped): a non-finite number is null, listed under
+    ``non_finite_values`` (see :func:`layoutopt.io_safe.dumps_json`), never ``Infinity`` or ``NaN``."""
+    return dumps_json(to_jsonable(value))
+
+
 def echo_json(value: Any) -> None:
-    click.echo(json.dumps(to_jsonable(value), indent=2))
+    click.echo(json_text(value))
 
 
 def write_atomically(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a failure never leaves a half-written file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as handle:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise InputError("output", str(path), "a path in a writable folder", error.strerror or str(error)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
+    except OSError as error:
+        # name the user's file, never the temporary one beside it
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError("output", str(path), "a writable file path", error.strerror or str(error)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -12,9 +12,15 @@ import math
 import click
 from pydantic import ValidationError
 
-from layoutopt.cli.common import echo_json, format_option
+from layoutopt.bounds import MAX_GPUS, check_context_length
+from layoutopt.cli.common import INSTANCES, RATE_RPS, TOKENS, FiniteFloatRange, echo_json, format_option
 from layoutopt.errors import InputError
 from layoutopt.plan import Layout
+
+
+DEGREE = click.IntRange(1, MAX_GPUS)
+BATCH = click.IntRange(1, 1_000_000)
+CONCURRENCY = FiniteFloatRange(min=0, max=1e7, min_open=True)
 
 
 def _layout(prefix: str, values: dict, precision: str, kv_precision: str | None) -> Layout:
@@ -33,7 +39,7 @@ def _degree_options(prefix: str, label: str):
                                          ("ep", "expert parallel"), ("dp", "attention data parallel (MoE)"),
                                          ("dcp", "decode context parallel"), ("pcp", "prefill context parallel"))):
             flag = f"--{prefix}{name}"
-            function = click.option(flag, f"{prefix.replace('-', '_')}{name}", type=click.IntRange(min=1),
+            function = click.option(flag, f"{prefix.replace('-', '_')}{name}", type=DEGREE,
                                     default=1, show_default=True, help=f"{label}{help_text} degree")(function)
         return function
     return decorate
@@ -42,33 +48,43 @@ def _degree_options(prefix: str, label: str):
 @click.command("estimate")
 @click.option("--model", required=True, help="catalog name, HuggingFace id or path to config.json")
 @click.option("--gpu", required=True, help="GPU name, e.g. H100")
-@click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm"]), default="vllm", show_default=True)
+@click.option("--engine", default="vllm", show_default=True,
+              help="vllm (0.33.0), vllm==0.13.0, sglang (0.5.23), sglang==0.5.3 or trtllm; the version selects the "
+                   "engine rules checked")
 @click.option("--precision", type=click.Choice(["bf16", "fp8", "fp4"]), default="bf16", show_default=True,
               help="weight precision")
 @click.option("--kv-precision", type=click.Choice(["bf16", "fp8"]), default=None, help="KV-cache precision")
-@click.option("--isl", type=click.IntRange(min=1), help="input (prompt) tokens per request")
-@click.option("--osl", type=click.IntRange(min=1), help="output tokens per request")
+@click.option("--isl", type=TOKENS, help="input (prompt) tokens per request")
+@click.option("--osl", type=TOKENS, help="output tokens per request")
 @click.option("--workload", "workload_path", type=click.Path(dir_okay=False), help="workload YAML instead of isl/osl")
 @_degree_options("", "")
-@click.option("--batch", type=click.IntRange(min=1), help="max decode sequences per instance (--max-num-seqs)")
-@click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True, help="colocated instances")
+@click.option("--batch", type=BATCH, help="max decode sequences per instance (--max-num-seqs)")
+@click.option("--instances", type=INSTANCES, default=1, show_default=True, help="colocated instances")
 @_degree_options("prefill-", "prefill ")
-@click.option("--prefill-instances", type=click.IntRange(min=1), default=None, help="prefill instances (disaggregated)")
+@click.option("--prefill-instances", type=INSTANCES, default=None, help="prefill instances (disaggregated)")
 @_degree_options("decode-", "decode ")
-@click.option("--decode-instances", type=click.IntRange(min=1), default=None, help="decode instances (disaggregated)")
-@click.option("--concurrency", type=click.FloatRange(min=0, min_open=True), help="requests in flight (closed loop)")
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Poisson arrivals in requests/s (open loop)")
+@click.option("--decode-instances", type=INSTANCES, default=None, help="decode instances (disaggregated)")
+@click.option("--concurrency", type=CONCURRENCY, help="requests in flight (closed loop)")
+@click.option("--rate", type=RATE_RPS, help="Poisson arrivals in requests/s (open loop)")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
+              help="profile YAML from layoutopt calibrate, instead of the built-in constants")
 @format_option
 def command(model, gpu, engine, precision, kv_precision, isl, osl, workload_path, batch, instances,
-            prefill_instances, decode_instances, concurrency, rate, output_format, **degrees) -> None:
+            prefill_instances, decode_instances, concurrency, rate, profile_path, output_format, **degrees) -> None:
     """Predict latency (TTFT, TPOT percentiles), throughput, memory and bottlenecks of one deployment."""
-    from layoutopt.perf_model.estimate import estimate
+    from layoutopt.api import estimate
+    from layoutopt.model_catalog.catalog import get_model
+    from layoutopt.workloads.workload import check_fits_context
 
+    spec = get_model(model)
     workload = None
     if workload_path:
         from layoutopt.workloads.loaders import load_workload
 
         workload = load_workload(workload_path)
+        check_fits_context(workload, spec.max_context_tokens, spec.name, "--workload")
+    elif isl is not None:
+        check_context_length("--isl", isl, spec.max_context_tokens, spec.name, output_tokens=osl or 0)
     disaggregated = prefill_instances is not None or decode_instances is not None or any(
         value != 1 for key, value in degrees.items() if key.startswith(("prefill_", "decode_")))
     kwargs = {}
@@ -79,8 +95,8 @@ def command(model, gpu, engine, precision, kv_precision, isl, osl, workload_path
                       decode_instances=decode_instances or 1)
     else:
         kwargs = dict(layout=_layout("", degrees, precision, kv_precision), instances=instances)
-    result = estimate(model, gpu, engine=engine, workload=workload, isl=isl, osl=osl, concurrency=concurrency,
-                      rate=rate, max_batch_size=batch, **kwargs)
+    result = estimate(spec, gpu, engine=engine, workload=workload, isl=isl, osl=osl, concurrency=concurrency,
+                      rate=rate, max_batch_size=batch, profile=profile_path, **kwargs)
     if output_format == "json":
         echo_json(result)
     else:
@@ -112,6 +128,10 @@ def _render(result) -> None:
     for name, stats in (("TTFT", result.ttft_ms), ("TPOT", result.tpot_ms)):
         latency.add_row(name, _ms(stats.mean), _ms(stats.p50), _ms(stats.p90), _ms(stats.p99))
     out.print(latency)
+    if result.error_band is not None:
+        out.print(f"expected error: {result.error_band.shown()}")
+    for violation in result.rule_violations:
+        out.print(f"[bold red]engine rule broken[/bold red]: {violation}")
     throughput = Table(title="Throughput")
     throughput.add_column("metric")
     throughput.add_column("value", justify="right")

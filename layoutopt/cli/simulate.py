@@ -6,7 +6,17 @@ from pathlib import Path
 
 import click
 
-from layoutopt.cli.common import console, echo_json, format_option, simple_table
+from layoutopt.bounds import MAX_SIM_REQUESTS
+from layoutopt.cli.common import (
+    POSITIVE_FINITE,
+    RATE_RPS,
+    SEED,
+    SIM_REQUESTS,
+    console,
+    echo_json,
+    format_option,
+    simple_table,
+)
 from layoutopt.errors import InputError
 from layoutopt.simulator.result import SimulationResult
 
@@ -53,13 +63,14 @@ def rendersimple_table(result: SimulationResult) -> None:
               help="workload YAML; default: the workload recorded in the plan")
 @click.option("--slo", "slo_path", type=click.Path(dir_okay=False, path_type=Path),
               help="SLO YAML; default: the SLO recorded in the plan")
-@click.option("--rate", "rate_rps", type=click.FloatRange(min=0, min_open=True),
+@click.option("--rate", "rate_rps", type=RATE_RPS,
               help="arrival rate in requests/s; default: the workload's rate, else the plan's goodput")
-@click.option("--requests", "num_requests", type=click.IntRange(min=1),
-              help="requests to simulate (default 10,000)")
-@click.option("--duration-s", "duration_s", type=click.FloatRange(min=0, min_open=True),
+@click.option("--requests", "num_requests", type=SIM_REQUESTS,
+              help=f"requests to simulate (default 10,000; at most {MAX_SIM_REQUESTS:,})")
+@click.option("--duration-s", "duration_s", type=POSITIVE_FINITE,
               help="simulate arrivals for this many seconds instead of a request count")
-@click.option("--seed", type=int, default=0, show_default=True, help="random seed of arrivals and lengths")
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="random seed of arrivals and lengths, 0 .. 2^64 - 1")
 @click.option("--histogram", "histogram_path", type=click.Path(dir_okay=False, path_type=Path),
               help="write a TTFT/TPOT histogram (.png, .svg or .pdf)")
 @format_option

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ from rich import box
 from rich.table import Table
 
 from layoutopt.cli.common import console, echo_json, format_option
+from layoutopt.sweep.markdown import crossover_text
 
 
 def _render(result) -> None:
@@ -20,21 +22,22 @@ def _render(result) -> None:
         table = Table(title="Cheapest fleet per rate (min-cost cells)", title_justify="left", header_style="bold",
                       box=box.SIMPLE_HEAD, pad_edge=False)
         for header, justify in (("model", "left"), ("workload", "left"), ("SLO", "left"), ("req/s", "right"),
-                                ("option", "left"), ("GPUs", "right"), ("USD/h", "right"), ("layout", "left")):
+                                ("option", "left"), ("GPUs by type", "left"), ("USD/h", "right"),
+                                ("req/USD at demand", "right"), ("at capacity", "right"), ("layout", "left")):
             table.add_column(header, justify=justify)
         for fleet in result.summary.cheapest_fleets:
             best = fleet.best
-            chosen = ([best.budget, str(best.gpus), f"{best.cost_usd_per_hour:,.2f}", best.layout] if best
-                      else ["none holds the SLO", "-", "-", "-"])
+            chosen = ([best.budget, best.gpus_by_type, f"{best.cost_usd_per_hour:,.2f}",
+                       f"{best.requests_per_usd_at_demand:,.0f}", f"{best.requests_per_usd_at_capacity:,.0f}",
+                       best.layout] if best else ["none holds the SLO", "-", "-", "-", "-", "-"])
             table.add_row(fleet.model, fleet.workload, fleet.slo, f"{fleet.rate_rps:g}", *chosen)
         out.print(table)
     for crossover in result.summary.crossovers:
-        what = "cheapest" if crossover.metric == "cost_usd_per_hour" else "most requests per dollar"
-        out.print(f"crossover ({what}; {crossover.model}, {crossover.workload}, {crossover.objective}): "
-                  f"{crossover.to_budget} takes over from {crossover.from_budget} between "
-                  f"{crossover.below_rate_rps:g} and {crossover.at_rate_rps:g} req/s")
+        out.print(f"crossover: {crossover_text(crossover)}")
     out.print(f"results: {result.csv_path}, {result.parquet_path}")
     out.print(f"summary: {result.summary_markdown_path}, {result.summary_json_path}")
+    if result.report_path:
+        out.print(f"report: {result.report_path}")
 
 
 @click.command(name="sweep")
@@ -43,14 +46,22 @@ def _render(result) -> None:
               help="output folder; cells already recorded there are skipped")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local processes, or tasks on a Ray cluster")
-@click.option("--address", help="Ray cluster address (e.g. auto or ray://head:10001); default: start a local one")
+@click.option("--ray-address", "--address", "address", metavar="ADDRESS",
+              help="Ray cluster to run on with --executor ray: 'auto' (this node joined a cluster with "
+              "`ray start`), host:6379, or ray://head:10001 (Ray Client); default: start a local Ray")
 @click.option("--workers", type=click.IntRange(min=1), help="parallel cells (default: one per CPU)")
 @click.option("--retry-errors", is_flag=True, help="run again the cells recorded with status error")
-@click.option("--no-plots", is_flag=True, help="skip the PNG plots of the summary")
+@click.option("--no-plots", is_flag=True, help="skip the SVG and PNG plots of the summary")
+@click.option("--report", "report", is_flag=True,
+              help="also write report.md: one page with the tables, plots and assumptions (prices with dates "
+              "and sources, SLOs, workloads) to forward")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
+              help="profile YAML from layoutopt calibrate for every cell (use a fresh --out: done cells are skipped)")
 @format_option
 def command(spec_path: Path, out_dir: Path, executor: str, address: str | None, workers: int | None,
-            retry_errors: bool, no_plots: bool, no_progress: bool, output_format: str) -> None:
+            retry_errors: bool, no_plots: bool, report: bool, no_progress: bool, profile_path: str | None,
+            output_format: str) -> None:
     """Solve every cell of the grid in SWEEP_YAML (models x GPU types or budgets x rates x workloads x
     SLOs x objectives) and write results.csv, results.parquet, summary.md, summary.json and plots/ to
     --out. Cells already in --out are skipped; a failed cell is recorded with its error."""
@@ -58,10 +69,14 @@ def command(spec_path: Path, out_dir: Path, executor: str, address: str | None, 
     from layoutopt.sweep.run import sweep
 
     if address is not None and executor != "ray":
-        raise InputError("--address", address, "only with --executor ray")
-    result = sweep(spec_path, out_dir, executor=executor, address=address, workers=workers,
+        raise InputError("--ray-address", address, "only with --executor ray")
+    from layoutopt.calibrate.apply import resolve_profile, solve
+
+    # Each cell solves with the profile (loaded once here) and reports its error bands.
+    solve_fn = functools.partial(solve, profile=resolve_profile(profile_path))
+    result = sweep(spec_path, out_dir, executor=executor, address=address, workers=workers, solve_fn=solve_fn,
                    progress=not no_progress, retry_errors=retry_errors,
-                   plots=not no_plots)
+                   plots=not no_plots, report=report)
     if output_format == "json":
         echo_json(result.summary)
     else:

@@ -9,7 +9,9 @@ Grammar (case-insensitive, spaces allowed around tokens)::
             | AMOUNT 'usd' '/' UNIT   400usd/h, 400 USD/hr
     UNIT   := h | hr | hrs | hour | hours
 
-Amounts are plain numbers without thousands separators (',' separates terms).
+Amounts are plain numbers without thousands separators (',' separates terms). A type may have
+at most ``MAX_GPUS`` (1,000,000) GPUs and a dollar cap at most ``MAX_BUDGET_USD_PER_HOUR``
+($1,000,000,000/h): far above any cluster, and within the solver's integer range.
 
 ``+`` and ``,`` mean the same: GPUs of each listed type are available up to that count and
 the solver picks how many to use. A type listed twice adds up. At most one dollar cap.
@@ -21,6 +23,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from layoutopt.bounds import MAX_GPUS
 from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.catalog import HardwareCatalog, load_catalog
 
@@ -28,6 +31,8 @@ EXPECTED_FORMS = (
     "expected terms joined by '+' or ',': COUNTxGPU (32xH100), GPU (H100 = one default node), "
     "$AMOUNT/h ($400/h, 400usd/hr); e.g. '16xH100+16xH200', '64xH100+$300/h'"
 )
+
+MAX_BUDGET_USD_PER_HOUR = 1e9
 
 _AMOUNT = r"\d+(?:\.\d+)?|\.\d+"
 _PER_HOUR = r"\s*/\s*(?:h|hr|hrs|hour|hours)"
@@ -47,17 +52,18 @@ class Budget(BaseModel):
     (None: no cap). ``text`` is the string the budget was parsed from.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     gpu_counts: dict[str, int] = Field(default_factory=dict)
-    max_usd_per_hour: float | None = Field(default=None, gt=0)
+    max_usd_per_hour: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD_PER_HOUR)
     text: str = ""
 
     @model_validator(mode="after")
     def _check(self) -> "Budget":
-        bad = {name: count for name, count in self.gpu_counts.items() if count < 1}
+        bad = {name: count for name, count in self.gpu_counts.items()
+               if isinstance(count, bool) or not 1 <= count <= MAX_GPUS}
         if bad:
-            raise ValueError(f"GPU counts must be positive integers; got {bad}")
+            raise ValueError(f"GPU counts must be whole numbers in 1..{MAX_GPUS:,}; got {bad}")
         if not self.gpu_counts and self.max_usd_per_hour is None:
             raise ValueError("a budget needs GPU counts, a dollar cap, or both")
         return self
@@ -107,6 +113,8 @@ def parse_budget(text: str, catalog: HardwareCatalog | None = None) -> Budget:
             continue
         name, count = _parse_gpu_term(text, term, catalog)
         counts[name] = counts.get(name, 0) + count
+        if counts[name] > MAX_GPUS:
+            _fail(text, f"{name} adds up to {counts[name]:,} GPUs; at most {MAX_GPUS:,} GPUs of one type")
     return Budget(gpu_counts=counts, max_usd_per_hour=cap_usd_per_hour, text=text)
 
 
@@ -120,6 +128,8 @@ def _parse_dollars(text: str, term: str) -> float | None:
     amount = float(match.group("prefixed") or match.group("suffixed"))
     if amount <= 0:
         _fail(text, f"term {term!r}: the dollar cap must be positive")
+    if amount > MAX_BUDGET_USD_PER_HOUR:
+        _fail(text, f"term {term!r}: the dollar cap may be at most ${MAX_BUDGET_USD_PER_HOUR:,.0f}/h")
     return amount
 
 
@@ -135,6 +145,8 @@ def _parse_gpu_term(text: str, term: str, catalog: HardwareCatalog) -> tuple[str
         if not re.fullmatch(r"\+?\d+", count_text) or int(count_text) < 1:
             _fail(text, f"term {term!r}: the GPU count must be a positive integer, got {count_text}")
         count = int(count_text)
+        if count > MAX_GPUS:
+            _fail(text, f"term {term!r}: at most {MAX_GPUS:,} GPUs of one type, got {count_text}")
     try:
         gpu = catalog.gpu(gpu_text)
     except InputError as error:

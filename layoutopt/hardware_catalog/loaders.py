@@ -27,9 +27,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from layoutopt import io_safe
 from layoutopt.errors import InputError, closest_matches
 from layoutopt.hardware_catalog.schemas import GpuSpec, NodeType
 
@@ -45,14 +45,9 @@ def normalize_name(name: str) -> str:
     return "".join(ch for ch in name.strip().lower() if ch not in " _-")
 
 
-def read_yaml(path: str | Path) -> Any:
-    """Parse a YAML file; a syntax error becomes an ``InputError`` naming the file."""
-    path = Path(path)
-    try:
-        with path.open() as handle:
-            return yaml.safe_load(handle)
-    except yaml.YAMLError as error:
-        raise InputError(str(path), "unparseable YAML", f"a valid YAML file ({error})") from None
+def read_yaml(path: str | Path, field: str) -> Any:
+    """Parse a catalog YAML file through the shared reader (:func:`layoutopt.io_safe.read_yaml`)."""
+    return io_safe.read_yaml(path, field)
 
 
 def dates_to_text(value: Any) -> Any:
@@ -86,7 +81,7 @@ def row_error(path: Path, where: str, error: ValidationError, label: object = No
 def read_rows(path: str | Path, key: str, model: type[Row]) -> list[Row]:
     """Validate the rows under ``key`` (or a bare list) of a YAML file as ``model`` instances."""
     path = Path(path)
-    data = dates_to_text(read_yaml(path))
+    data = dates_to_text(read_yaml(path, f"{key} file"))
     if isinstance(data, dict) and set(data) == {key}:
         data = data[key]
     if not isinstance(data, list):

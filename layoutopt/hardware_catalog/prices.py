@@ -35,7 +35,7 @@ def load_prices(path: str | Path, gpus: Sequence[GpuSpec] | None = None) -> dict
     """Read a prices file; keys are resolved against ``gpus`` (default: the built-in catalog)."""
     path = Path(path)
     gpus = list(builtin_gpus()) if gpus is None else gpus
-    data = dates_to_text(read_yaml(path))
+    data = dates_to_text(read_yaml(path, "prices file"))
     if not isinstance(data, dict) or "prices" not in data or set(data) - _TOP_KEYS:
         raise InputError(
             str(path), type(data).__name__ if not isinstance(data, dict) else sorted(data),

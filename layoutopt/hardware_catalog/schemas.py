@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from layoutopt.bounds import MAX_GPUS
+
 # Weight (and KV) storage formats. ``fp4`` is NVFP4 (FP8 scale per 16 values), ``mxfp4`` the OCP
 # format (E8M0 scale per 32: gpt-oss), ``int4`` weight-only INT4 with a BF16 scale per group of 32
 # (compressed-tensors pack-quantized: Kimi-K2.5). A format the GPU has no tensor-core math for is
@@ -27,8 +29,19 @@ Generation = Literal["ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"]
 GENERATIONS: tuple[Generation, ...] = ("ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4")
 
 
+# Upper bounds of catalog numbers: orders of magnitude above any GPU built, so a typo
+# (an extra 000, 1e30) is an error instead of an overflow in the solver's integer tables.
+MAX_USD_PER_GPU_HOUR = 10_000.0
+MAX_TFLOPS = 1e6
+MAX_MEMORY_GIB = 1e5
+MAX_GB_PER_S = 1e6
+MAX_GBIT_PER_S = 1e7
+MAX_TDP_W = 1e5
+MAX_GPUS_PER_NODE = 10_000
+
+
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class GpuPrice(_Frozen):
@@ -39,9 +52,9 @@ class GpuPrice(_Frozen):
     Invariant: low <= typical <= high.
     """
 
-    typical_usd_per_hour: float = Field(gt=0)
-    low_usd_per_hour: float = Field(gt=0)
-    high_usd_per_hour: float = Field(gt=0)
+    typical_usd_per_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR)
+    low_usd_per_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR)
+    high_usd_per_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR)
     as_of: str = Field(description="date (YYYY-MM or YYYY-MM-DD) of the observations")
     source: str
 
@@ -64,18 +77,20 @@ class GpuSpec(_Frozen):
     generation: Generation | None = Field(
         default=None, description="architecture generation (ampere, ada, hopper, blackwell, cdna3, cdna4); "
         "performance constants follow it; unknown GPUs are costed as hopper")
-    bf16_tflops: float = Field(gt=0, description="dense BF16 peak")
-    fp8_tflops: float | None = Field(default=None, gt=0, description="dense FP8 peak; None if unsupported")
-    fp4_tflops: float | None = Field(default=None, gt=0, description="dense FP4 peak; None if unsupported")
-    memory_gib: float = Field(gt=0, description="HBM/GDDR capacity the runtime can see")
-    memory_bandwidth_gb_per_s: float = Field(gt=0)
+    compute_capability: float | None = Field(
+        default=None, ge=1, le=20, description="CUDA compute capability major.minor (e.g. 9.0); None for non-NVIDIA GPUs")
+    bf16_tflops: float = Field(gt=0, le=MAX_TFLOPS, description="dense BF16 peak")
+    fp8_tflops: float | None = Field(default=None, gt=0, le=MAX_TFLOPS, description="dense FP8 peak; None if unsupported")
+    fp4_tflops: float | None = Field(default=None, gt=0, le=MAX_TFLOPS, description="dense FP4 peak; None if unsupported")
+    memory_gib: float = Field(gt=0, le=MAX_MEMORY_GIB, description="HBM/GDDR capacity the runtime can see")
+    memory_bandwidth_gb_per_s: float = Field(gt=0, le=MAX_GB_PER_S)
     scaleup_gb_per_s: float = Field(
-        ge=0, description="scale-up (NVLink/xGMI) bandwidth per GPU per direction; 0 when none"
+        ge=0, le=MAX_GB_PER_S, description="scale-up (NVLink/xGMI) bandwidth per GPU per direction; 0 when none"
     )
-    scaleup_domain_gpus: int = Field(ge=1, description="GPUs in one scale-up domain in its usual node")
-    pcie_gb_per_s: float = Field(gt=0, description="host PCIe bandwidth per direction")
-    nic_gbit_per_s: float = Field(gt=0, description="scale-out NIC bandwidth per GPU")
-    tdp_w: float = Field(gt=0)
+    scaleup_domain_gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs in one scale-up domain in its usual node")
+    pcie_gb_per_s: float = Field(gt=0, le=MAX_GB_PER_S, description="host PCIe bandwidth per direction")
+    nic_gbit_per_s: float = Field(gt=0, le=MAX_GBIT_PER_S, description="scale-out NIC bandwidth per GPU")
+    tdp_w: float = Field(gt=0, le=MAX_TDP_W)
     price: GpuPrice | None = None
     source: str
 
@@ -93,19 +108,24 @@ class GpuSpec(_Frozen):
     def memory_bytes(self) -> float:
         return self.memory_gib * 2**30
 
+    @property
+    def compute_capability_x10(self) -> int | None:
+        """Compute capability as engines compare it (9.0 -> 90, 8.9 -> 89), None when not CUDA."""
+        return None if self.compute_capability is None else int(round(self.compute_capability * 10))
+
 
 class NodeType(_Frozen):
     """A server (or rack-scale system) shape: how many GPUs, how they are linked."""
 
     name: str
     gpu: str = Field(description="canonical GPU name")
-    gpus_per_node: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1, le=MAX_GPUS_PER_NODE)
     nvlink_domain_gpus: int = Field(
-        ge=1, description="GPUs sharing one scale-up domain (8 on HGX, 72 on NVL72, 1 on PCIe)"
+        ge=1, le=MAX_GPUS, description="GPUs sharing one scale-up domain (8 on HGX, 72 on NVL72, 1 on PCIe)"
     )
-    gpus_per_tray: int | None = Field(default=None, ge=1, description="GPUs per compute tray (NVL72)")
-    nics_per_node: int = Field(ge=0)
-    nic_gbit_per_s: float = Field(gt=0, description="bandwidth of one NIC")
+    gpus_per_tray: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per compute tray (NVL72)")
+    nics_per_node: int = Field(ge=0, le=MAX_GPUS_PER_NODE)
+    nic_gbit_per_s: float = Field(gt=0, le=MAX_GBIT_PER_S, description="bandwidth of one NIC")
     default_for_gpu: bool = Field(default=False, description="used when a budget names only the GPU")
     source: str
 

@@ -8,7 +8,6 @@ one). Nothing is read at import; files are read on first use and cached.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -17,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.errors import InputError, unknown_name_error
+from layoutopt.io_safe import parse_json_text, read_text
 from layoutopt.model_catalog.hf_import import spec_from_hf_config
 from layoutopt.model_catalog.spec import ModelSpec
 
@@ -83,16 +83,12 @@ def catalog_names() -> list[str]:
 
 
 def _read_config(path: Path, shown: str) -> dict:
+    """A parsed config.json through the shared reader: size, UTF-8, duplicate keys, finite numbers."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise InputError("model", shown, f"a readable config.json ({error.strerror or error})") from None
-    except UnicodeDecodeError:
-        raise InputError("model", shown, "a UTF-8 JSON file") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError("model", shown, f"valid JSON (line {error.lineno}: {error.msg})") from None
+        text = read_text(path, "model", "config.json file")
+    except InputError as error:
+        raise InputError("model", shown, error.allowed, error.hint) from None
+    return parse_json_text(text, "model", shown)
 
 
 @lru_cache(maxsize=None)

@@ -28,6 +28,10 @@ _LAYER_KIND_FIELDS = {
 }
 
 
+# Largest integer a config.json may give (sizes, counts, context length): real models stay far below.
+MAX_CONFIG_INT = 2**31 - 1
+
+
 class _Reader:
     """Reads keys of one config, naming the key and the model type in every error."""
 
@@ -51,6 +55,8 @@ class _Reader:
             return self.req(key) if default is None else default
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(f"{self.name}: config.json {key}", value, "an integer")
+        if not 0 <= value <= MAX_CONFIG_INT:
+            raise InputError(f"{self.name}: config.json {key}", value, f"an integer in 0..{MAX_CONFIG_INT:,} (2^31 - 1)")
         return value
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -300,6 +306,8 @@ def spec_from_hf_config(config: Config, name: str, hf_id: str | None, source: st
             f"{name}: config.json model_type", model_type, f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
     text = config.get("text_config") or {}
+    if not isinstance(text, dict):
+        raise InputError(f"{name}: config.json text_config", type(text).__name__, "a JSON object")
     merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")} | text
     fields = read(_Reader(merged, model_type, name))
     precision = checkpoint_precision(merged.get("quantization_config"))

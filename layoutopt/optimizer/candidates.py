@@ -112,6 +112,8 @@ class CandidateTable(_Frozen):
     disaggregated_gpu_limits: dict[str, int] | None = Field(
         default=None, description="GPU type -> most GPUs the prefill and decode pools may use together (one rack); "
         "None when they may spread over racks")
+    incompatible_pairs: tuple[tuple[str, str], ...] = Field(
+        default=(), description="(prefill, decode) candidate names the engine cannot connect (P/D TP or PP rule)")
 
     @model_validator(mode="after")
     def _check(self) -> "CandidateTable":

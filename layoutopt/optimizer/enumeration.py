@@ -12,11 +12,13 @@ from collections.abc import Mapping, Sequence
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.engines import engine_ref_of
 from layoutopt.optimizer.candidates import Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice
-from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, drop_dominated, latency_floor
+from layoutopt.optimizer.engine_rules import drop_rule_breakers, prune_with_pairing
+from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, latency_floor
 from layoutopt.plan import Percentiles
 from layoutopt.optimizer.space import Proposal, enumerate_proposals
-from layoutopt.perf_model.calibration import LINK_EFFICIENCY
+from layoutopt.perf_model.calibration import LINK_EFFICIENCY, EngineProfile
 from layoutopt.perf_model.capacity import instance_capacity
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
 from layoutopt.plan import Role
@@ -64,7 +66,7 @@ def roles_for_mode(mode: ModeChoice) -> list[Role]:
             "disaggregated": ["prefill", "decode"]}[mode]
 
 
-def filter_context(model: ModelSpec, workload: Workload, slo: SLO, engine: str,
+def filter_context(model: ModelSpec, workload: Workload, slo: SLO, engine: "str | EngineProfile",
                    max_stage_gpus: Mapping[str, int] | None = None) -> FilterContext:
     p_in = workload.input_tokens.quantile_tokens(FIT_QUANTILE)
     p_out = workload.output_tokens.quantile_tokens(FIT_QUANTILE)
@@ -155,19 +157,27 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
                           mode: ModeChoice = "auto", engine: str = "vllm", precision: str = "auto",
                           headroom: float = 0.7, kv_links: Mapping[str, Link] | None = None,
                           max_stage_gpus: Mapping[str, int] | None = None,
-                          domain_capacity_gpus: Mapping[str, dict[int, int]] | None = None) -> CandidateTable:
+                          domain_capacity_gpus: Mapping[str, dict[int, int]] | None = None,
+                          profile: EngineProfile | None = None) -> CandidateTable:
     """Enumerate, filter and evaluate every candidate for ``gpus``; the solver's whole input.
+
+    ``profile`` (a profile file's constants, ``layoutopt calibrate``) replaces the built-in
+    performance-model profile of ``engine``; the engine reference still picks the rules.
 
     A cluster file adds ``kv_links`` (GPU type -> the KV link prefill counts on),
     ``max_stage_gpus`` and ``domain_capacity_gpus`` (see ``cluster_fit``); ``gpus`` then already
     carry the cluster's NVLink domain size.
     """
-    ctx = filter_context(model, workload, slo, engine, max_stage_gpus)
+    # The name (or a fitted profile) drives the perf model, the version the engine rules; a profile
+    # given apart (a profile file) keeps the engine reference's rules.
+    ref = engine_ref_of(engine)
+    constants = profile or (ref.name if isinstance(engine, str) else engine)
+    ctx = filter_context(model, workload, slo, constants, max_stage_gpus)
     tally = _Tally()
     proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision, ctx.p90_input_tokens))
-    survivors = structural_survivors(ctx, proposals, tally)
+    survivors = drop_rule_breakers(ref, model, structural_survivors(ctx, proposals, tally), tally.drop)
     candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links)
-    candidates, dominated = drop_dominated(candidates)
+    candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
     for candidate, reason in dominated:
         tally.drop("dominated", reason)
     return CandidateTable(
@@ -176,4 +186,5 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
         mean_output_tokens=workload.mean_output_tokens, num_considered=len(proposals), filters=tally.records(),
         fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot,
         domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
+        incompatible_pairs=pairs,
     )

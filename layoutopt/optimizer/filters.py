@@ -17,6 +17,7 @@ from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
 from layoutopt.optimizer.space import PCP_MIN_PROMPT_TOKENS, Proposal
 from layoutopt.perf_model import memory
+from layoutopt.perf_model.calibration import EngineLike
 from layoutopt.plan import Layout
 from layoutopt.workloads.slo import SLO
 
@@ -28,7 +29,7 @@ class FilterContext(BaseModel):
 
     model: ModelSpec
     slo: SLO
-    engine: str = "vllm"
+    engine: EngineLike = "vllm"
     fit_context_tokens: float = 1.0
     prefill_fit_context_tokens: float = 1.0
     p90_input_tokens: float = 1.0

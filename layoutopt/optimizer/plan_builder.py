@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from layoutopt.engines import check_layout, engine_ref_of
 from layoutopt.hardware_catalog.budget import Budget
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
@@ -86,7 +87,8 @@ def build_plan(found: SearchResult, *, model: ModelSpec, table: CandidateTable, 
         candidates_dropped={f.name: f.num_dropped for f in table.filters},
     )
     return Plan(
-        status=best.status, objective=objective, mode=plan_mode(used), model=model.name, engine=engine,
+        status=best.status, objective=objective, mode=plan_mode(used), model=model.name,
+        engine=engine if isinstance(engine, str) else engine.name,
         workload=_inputs(workload, slo, budget, headroom), pools=pools,
         totals=totals_of(pools, goodput_rps(best), table.mean_output_tokens), latency=latency_of(used, best, slo),
         solver=_solver_info(best, table, time_limit_s), explanation=explanation, alternatives=alternatives,
@@ -116,7 +118,8 @@ def infeasible_plan(outcome: SolveOutcome, *, model: ModelSpec, table: Candidate
         candidates_dropped={f.name: f.num_dropped for f in table.filters}, reasons=reasons, suggestions=suggestions,
     )
     return Plan(
-        status=outcome.status, objective=objective, mode=None, model=model.name, engine=engine,
+        status=outcome.status, objective=objective, mode=None, model=model.name,
+        engine=engine if isinstance(engine, str) else engine.name,
         workload=_inputs(workload, slo, budget, headroom), pools=[], totals=None, latency=None,
         solver=_solver_info(outcome, table, time_limit_s), explanation=explanation, defaults_used=list(defaults_used),
     )
@@ -130,7 +133,10 @@ def _pcp_ttft(model: ModelSpec, table: CandidateTable, gpus: Sequence[GpuSpec], 
     if floor is None or gpu is None:
         return None
     best: tuple[str, float] | None = None
+    rules = engine_ref_of(engine)
     for layout in pcp_variants(floor.layout, gpu):
+        if rules is not None and check_layout(rules, model, gpu, layout, floor.role):
+            continue  # never suggest a PCP layout the engine cannot run (e.g. PCP on GQA in vLLM 0.33)
         perf = instance_capacity(model, gpu, layout, floor.role, workload, slo, engine=engine, headroom=headroom,
                                  kv_link=inter_node_link(gpu) if floor.role == "prefill" else None)
         if 0 < perf.unloaded_ttft_ms < floor.latency_ms and (best is None or perf.unloaded_ttft_ms < best[1]):

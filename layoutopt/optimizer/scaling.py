@@ -57,6 +57,7 @@ class IntegerTable(_Frozen):
     max_rate_units: int
     domain_capacity_gpus: dict[str, dict[int, int]] = {}
     disaggregated_gpu_limits: dict[str, int] | None = None
+    incompatible_pairs: tuple[tuple[str, str], ...] = ()  # (prefill, decode) names the engine cannot connect
 
     def by_role(self, role: Role) -> list[IntegerCandidate]:
         return [c for c in self.candidates if c.role == role]
@@ -118,7 +119,13 @@ def to_integer_table(table: CandidateTable) -> IntegerTable:
         domain_capacity_gpus={g: dict(caps) for g, caps in table.domain_capacity_gpus.items()},
         disaggregated_gpu_limits=None if table.disaggregated_gpu_limits is None
         else dict(table.disaggregated_gpu_limits),
+        incompatible_pairs=_kept_pairs(table.incompatible_pairs, rows),
     )
+
+
+def _kept_pairs(pairs: tuple[tuple[str, str], ...], rows: list[IntegerCandidate]) -> tuple[tuple[str, str], ...]:
+    names = {r.name for r in rows}
+    return tuple((p, d) for p, d in pairs if p in names and d in names)
 
 
 def _max_rate_units(rows: list[IntegerCandidate]) -> int:

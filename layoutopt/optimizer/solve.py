@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from layoutopt.engines import parse_engine_ref
 from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.budget import Budget, parse_budget
 from layoutopt.hardware_catalog.catalog import HardwareCatalog, load_catalog
@@ -41,6 +42,7 @@ from layoutopt.plan import Objective, Plan
 from layoutopt.optimizer.plan_builder import build_plan, infeasible_plan
 from layoutopt.optimizer.scaling import to_integer_table
 from layoutopt.optimizer.search import SearchResult, search
+from layoutopt.perf_model.calibration import EngineProfile
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
@@ -142,7 +144,7 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
           engine: str = "vllm", precision: str = "auto", headroom: float = 0.7, top_k: int = 0,
           time_limit_s: float = 10.0, gpus_path: str | Path | None = None,
           prices_path: str | Path | None = None, cluster: "str | Path | Cluster | None" = None,
-          spread_racks: bool = False) -> Plan:
+          spread_racks: bool = False, profile: EngineProfile | None = None) -> Plan:
     """The serving plan that optimizes ``objective`` for ``model`` within ``budget`` under ``slo``.
 
     ``budget`` is a string such as '32xH100', '16xH100+16xH200' or '$400/h' (or a parsed Budget);
@@ -152,7 +154,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
     ``rate_rps`` (or the workload's arrival rate) is the traffic the plan must serve. Returns a
     Plan whose ``status`` is optimal, feasible, timeout (best plan so far, with its gap) or
     infeasible (with reasons and suggestions); a plan found is placed GPU by GPU (``placement``).
-    Raises InputError for invalid input.
+    ``profile`` (constants from a profile file, ``layoutopt calibrate``) replaces the built-in
+    performance-model profile of ``engine``. Raises InputError for invalid input.
     """
     started = time.perf_counter()
     _choice("--objective", objective, OBJECTIVES)
@@ -166,6 +169,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         raise InputError("--time-limit", time_limit_s, "seconds > 0")
     if budget is None and cluster is None:
         raise InputError("--budget", None, "a budget such as 32xH100 or '$400/h', or a --cluster file")
+    if isinstance(engine, str):  # 'vllm' -> 'vllm==0.33.0': the plan records the rules' version
+        engine = str(parse_engine_ref(engine))
     defaults: list[str] = []
     spec = _resolve_model(model, defaults)
     catalog = load_catalog(gpus_path=gpus_path, prices_path=prices_path)
@@ -196,7 +201,7 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
             spec, gpu_list, resolved_workload, resolved_slo,
             gpu_limits=dict(parsed.gpu_counts) if gpu_limits is None else gpu_limits,
             max_usd_per_hour=parsed.max_usd_per_hour, min_rate_rps=target, mode=mode, engine=engine,
-            precision=precision, headroom=headroom, **cluster_args)
+            precision=precision, headroom=headroom, profile=profile, **cluster_args)
 
     def remaining_s() -> float:
         return max(0.1, time_limit_s - (time.perf_counter() - started))

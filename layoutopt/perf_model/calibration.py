@@ -79,6 +79,9 @@ def get_engine_profile(engine: str, generation: str | None = None) -> EngineProf
     profile fitted on that generation when there is one, else the engine's Hopper profile (the
     generation scales carry it over). Unknown engines raise InputError."""
     profiles = _load_profiles()
+    # A versioned reference ('vllm==0.13.0') uses its engine's profile: the version selects the
+    # engine rules and flags (``layoutopt.engines``), not the performance model.
+    engine = engine.partition("==")[0].strip()
     name = engine if (engine, "hopper") in profiles else engine.lower()
     if (name, "hopper") not in profiles:
         raise unknown_name_error("engine", engine, list_engines())

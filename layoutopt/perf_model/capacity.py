@@ -28,6 +28,7 @@ from layoutopt.errors import LayoutError
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.plan import Percentiles
+from layoutopt.perf_model.calibration import EngineLike
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
@@ -132,17 +133,22 @@ def _unloaded(costs: PhaseCosts, role: Role, q_ttft: float) -> tuple[float, floa
     return ttft, tpot
 
 
-def _infeasible(model, gpu: GpuSpec, layout: Layout, role: Role, engine: str, reason: str,
+def _name(engine: EngineLike) -> str:
+    """The engine's name (a profile object, e.g. from a profile file, carries it)."""
+    return engine if isinstance(engine, str) else engine.name
+
+
+def _infeasible(model, gpu: GpuSpec, layout: Layout, role: Role, engine: EngineLike, reason: str,
                 max_batch: int = 0, unloaded=(0.0, 0.0), bottleneck: str = "memory") -> InstancePerf:
     zero = Percentiles(p50=0.0, p90=0.0, p99=0.0)
-    return InstancePerf(role=role, gpu=gpu.name, layout=layout, engine=engine, max_batch_size=max_batch,
+    return InstancePerf(role=role, gpu=gpu.name, layout=layout, engine=_name(engine), max_batch_size=max_batch,
                         capacity_rps=0.0, ttft_ms=zero, tpot_ms=zero, unloaded_ttft_ms=unloaded[0] * 1e3,
                         unloaded_tpot_ms=unloaded[1] * 1e3, prefill_tok_per_s=0.0, decode_tok_per_s=0.0,
                         bottleneck=bottleneck, feasible=False, reason=reason)
 
 
 def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload, slo: SLO,
-                      engine: str = "vllm", headroom: float = 0.7, kv_link: Link | None = None) -> InstancePerf:
+                      engine: EngineLike = "vllm", headroom: float = 0.7, kv_link: Link | None = None) -> InstancePerf:
     """Requests/s one instance sustains with the SLO met (x ``headroom``), and its latencies there.
 
     Never raises for a layout that does not fit: the candidate comes back ``feasible=False`` with
@@ -184,7 +190,7 @@ def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role
     tpot = (Percentiles(p50=0.0, p90=0.0, p99=0.0) if role == "prefill"
             else _percentiles(at_capacity.tpot_q_s[0], quantiles))
     return InstancePerf(
-        role=role, gpu=gpu.name, layout=layout, engine=engine, max_batch_size=batch_limit,
+        role=role, gpu=gpu.name, layout=layout, engine=_name(engine), max_batch_size=batch_limit,
         capacity_rps=capacity, ttft_ms=_percentiles(at_capacity.ttft_q_s[0], quantiles), tpot_ms=tpot,
         unloaded_ttft_ms=unloaded[0] * 1e3, unloaded_tpot_ms=unloaded[1] * 1e3,
         prefill_tok_per_s=capacity * costs.mean_input_tokens if role != "decode" else 0.0,

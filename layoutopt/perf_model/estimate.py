@@ -23,9 +23,10 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
+from layoutopt.engines import RuleViolation, check_layout, engine_notes, engine_ref_of
 from layoutopt.perf_model.calibration import EngineLike, resolve_engine
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
-from layoutopt.plan import Layout
+from layoutopt.plan import ErrorBand, Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
 from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate, rows_at_rate, series_ttft
 from layoutopt.workloads.distributions import FixedLength
@@ -77,6 +78,11 @@ class Estimate(_Out):
     bottleneck: dict[str, str] = Field(description="phase -> compute | memory | communication | queueing | kv_capacity")
     stable: bool = Field(description="False when the offered rate exceeds what the deployment drains")
     notes: list[str] = Field(default_factory=list)
+    rule_violations: list[RuleViolation] = Field(
+        default_factory=list, description="engine rules the deployment breaks (it is still evaluated), each with "
+        "the engine source line it comes from")
+    error_band: ErrorBand | None = Field(default=None, description="expected error of TTFT and TPOT from the "
+                                         "calibration residuals of this engine, GPU generation and mode")
 
 
 def _resolve(model: ModelSpec | str, gpu: GpuSpec | str) -> tuple[ModelSpec, GpuSpec]:
@@ -129,8 +135,10 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
     :class:`~layoutopt.perf_model.calibration.EngineProfile` (a trial profile while fitting).
     """
     model, gpu = _resolve(model, gpu)
+    # 'vllm==0.13.0' picks vLLM's constants and 0.13.0's rules; a profile object its engine's default rules.
+    ref = engine_ref_of(engine)
     profile = resolve_engine(engine, gpu)
-    engine = profile.name
+    engine = str(ref) if isinstance(engine, str) and ref is not None else profile.name
     work = _workload(workload, isl, osl)
     if concurrency is not None and rate is not None:
         raise InputError("concurrency/rate", (concurrency, rate), "give one of concurrency (closed loop) or rate")
@@ -217,8 +225,20 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
                 _memory_report(model, gpu, decode_layout, "decode", context, profile)]
         throughput = system.throughput_rps
         _note_capacity(notes, dcosts, concurrency / decode_instances if concurrency else None)
-    return _result(model, gpu, engine, work, load, concurrency, rate, layouts, counts, gpus, system, per_instance,
-                   throughput, mems, bottleneck, notes, disaggregated)
+    broken = [] if ref is None else _rule_violations(ref, model, gpu, layout, prefill_layout, decode_layout)
+    notes += [] if ref is None else engine_notes(ref)
+    result = _result(model, gpu, engine, work, load, concurrency, rate, layouts, counts, gpus, system, per_instance,
+                     throughput, mems, bottleneck, notes, disaggregated)
+    return result.model_copy(update={"rule_violations": broken})
+
+
+def _rule_violations(ref, model: ModelSpec, gpu: GpuSpec, layout: Layout | None, prefill_layout: Layout | None,
+                     decode_layout: Layout | None) -> list[RuleViolation]:
+    """Engine rules the deployment breaks: each instance's, and the prefill/decode pairing once."""
+    if layout is not None:
+        return check_layout(ref, model, gpu, layout, "colocated")
+    return (check_layout(ref, model, gpu, prefill_layout, "prefill", decode_layout=decode_layout)
+            + check_layout(ref, model, gpu, decode_layout, "decode"))
 
 
 def _max_stable_rate(drains, offered_rps: float, iterations: int = 40) -> float:

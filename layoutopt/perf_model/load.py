@@ -107,10 +107,12 @@ def series_ttft(first: Rows, second: Rows, weights: np.ndarray) -> LatencyStats:
         inf = float("inf")
         return LatencyStats(mean=inf, p50=inf, p90=inf, p99=inf)
     mean_wait = p1 * c1 + p2 * c2
-    p_any = 1.0 - (1.0 - p1) * (1.0 - p2)
+    # p1 + p2 - p1 p2, not 1 - (1 - p1)(1 - p2): at a very low rate both are tiny and the
+    # subtraction rounds to 0 while mean_wait does not.
+    p_any = p1 + p2 - p1 * p2
     cond = max(c1, c2)
     p = mean_wait / cond if cond > 0 else 0.0
-    if p > p_any:
+    if p > p_any > 0:
         p, cond = p_any, mean_wait / p_any
     q = wait_plus_service_quantiles(np.array([p]), np.array([cond]), service, weights, QUANTILES)[0] * 1e3
     mean = (mean_wait + float((service[0] * weights).sum())) * 1e3

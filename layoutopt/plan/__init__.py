@@ -5,6 +5,7 @@ can read a Plan (or a Layout) without importing a layer above it. It imports onl
 schemas.
 """
 
+from layoutopt.plan.error_band import ErrorBand, LatencyBand
 from layoutopt.plan.io import load_plan
 from layoutopt.plan.layout import ROLES, Layout, Role
 from layoutopt.plan.schema import (
@@ -26,7 +27,7 @@ from layoutopt.plan.schema import (
 )
 
 __all__ = [
-    "ROLES", "SCHEMA_VERSION", "Alternative", "Explanation", "Latency", "Layout", "Mode", "Objective",
-    "Percentiles", "PlacedInstance", "Plan", "Pool", "RatioCheck", "Role", "SolverInfo", "SolverStatus",
-    "Totals", "Verification", "load_plan",
+    "ROLES", "SCHEMA_VERSION", "Alternative", "ErrorBand", "Explanation", "Latency", "LatencyBand", "Layout",
+    "Mode", "Objective", "Percentiles", "PlacedInstance", "Plan", "Pool", "RatioCheck", "Role", "SolverInfo",
+    "SolverStatus", "Totals", "Verification", "load_plan",
 ]

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.hardware_catalog.schemas import Precision
+from layoutopt.plan.error_band import ErrorBand
 from layoutopt.plan.layout import Layout, Role
 
 SCHEMA_VERSION = 1
@@ -167,3 +168,8 @@ class Plan(_Out):
     alternatives: list[Alternative] = Field(default_factory=list)
     defaults_used: list[str] = Field(default_factory=list, description="inputs that fell back to defaults")
     verification: Verification | None = Field(default=None, description="simulator check, when asked for")
+    error_bands: list[ErrorBand] | None = Field(
+        default=None, description="expected error of the predicted latencies per GPU generation and mode, from "
+        "the calibration residuals of the profile used")
+    cluster: str | None = Field(default=None, description="name of the --cluster file whose real nodes placement[] "
+                                "names; None when the nodes are a plain budget's idealised ones")

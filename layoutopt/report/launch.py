@@ -1,38 +1,57 @@
 """Per-instance launch scripts: which node and GPUs each instance uses, and the shell to start it.
 
 Instances come from ``plan.placement`` when the plan has one (matched to pools by ``pool_index``,
-or by role in pool order for placements written without it); otherwise they are packed in pool order onto generic nodes ``node-0``, ``node-1``, ... of
-``gpus_per_node`` GPUs each. A PP instance spanning nodes uses the same GPU indices on every node
-(``PlacedInstance.gpus`` names those of its first stage).
+or by role in pool order for placements written without it); otherwise they are packed in pool
+order onto generic nodes ``node-0``, ``node-1``, ... of ``gpus_per_node`` GPUs each. A PP instance
+spanning nodes uses the same GPU indices on every node (``PlacedInstance.gpus`` names those of its
+first stage). Every port an instance opens is its own: HTTP, the NIXL side-channel range of its DP
+ranks, SGLang's bootstrap port, the rendezvous ports of multi-node instances.
 """
 
 from __future__ import annotations
 
 import math
-import re
-import shlex
 
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.errors import InputError
 from layoutopt.plan import PlacedInstance, Plan, Pool
-from layoutopt.report.engine_flags import BASE_PORT, ENGINE_VERSIONS, NodeLaunch, flags_file_name, node_launch
+from layoutopt.report.deployment import PoolDeployment
+from layoutopt.report.engine_flags import EngineRelease, flags_file_name
+from layoutopt.report.names import dns_name, shell_word
+from layoutopt.report.node_launch import (
+    BASE_PORT,
+    BOOTSTRAP_BASE_PORT,
+    NIXL_SIDE_CHANNEL_BASE_PORT,
+    NodeContext,
+    NodeLaunch,
+    node_launch,
+)
 
+# Said in every bare-metal file of a plan made for a plain budget.
+IDEALISED_NODES_NOTE = ("node names are the standard nodes of a plain budget, not your hosts: run each script on "
+                        "a host of that shape and name (or plan with --cluster, whose nodes are real)")
 # HGX-style 8-GPU servers; plans without a placement do not carry the node shape.
 DEFAULT_GPUS_PER_NODE = 8
 
+__all__ = ["DEFAULT_GPUS_PER_NODE", "InstanceSpec", "dns_name", "expand_instances", "launch_scripts", "pool_names",
+           "shell_word"]
+
 
 class InstanceSpec(BaseModel):
-    """One instance of one pool, placed: nodes in stage order and GPU indices used on each."""
+    """One instance of one pool, placed: nodes in stage order, GPU indices used on each, its ports."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     instance_id: str
+    index: int = 0
     pool_index: int
     pool_name: str
     nodes: list[str]
     gpus: list[int]
     port: int
+    side_channel_port: int = NIXL_SIDE_CHANNEL_BASE_PORT
+    bootstrap_port: int = BOOTSTRAP_BASE_PORT
 
     @property
     def num_nodes(self) -> int:
@@ -41,12 +60,6 @@ class InstanceSpec(BaseModel):
     @property
     def cuda_visible_devices(self) -> str:
         return ",".join(str(g) for g in self.gpus)
-
-
-def dns_name(text: str, limit: int = 63) -> str:
-    """``text`` as a Kubernetes DNS-1123 label (also a safe file name)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return name[:limit].rstrip("-") or "x"
 
 
 def pool_names(plan: Plan) -> list[str]:
@@ -68,19 +81,17 @@ def _placed_by_pool(plan: Plan) -> list[list[PlacedInstance]] | None:
     return by_pool
 
 
-def _from_placement(plan: Plan, names: list[str]) -> list[InstanceSpec]:
+def _from_placement(plan: Plan, names: list[str]) -> list[tuple[int, str, list[str], list[int]]]:
     by_role: dict[str, list[PlacedInstance]] = {}
     for placed in plan.placement:
         by_role.setdefault(placed.role, []).append(placed)
     by_pool = _placed_by_pool(plan)
     taken: dict[str, int] = {}
-    specs: list[InstanceSpec] = []
+    rows = []
     for index, pool in enumerate(plan.pools):
         start = taken.get(pool.role, 0)
-        if by_pool is not None:
-            chosen = by_pool[index][:pool.instances]
-        else:
-            chosen = by_role.get(pool.role, [])[start:start + pool.instances]
+        chosen = by_pool[index][:pool.instances] if by_pool is not None else \
+            by_role.get(pool.role, [])[start:start + pool.instances]
         if len(chosen) < pool.instances:
             raise InputError(
                 "placement", f"{len(by_role.get(pool.role, []))} {pool.role} instances",
@@ -88,14 +99,12 @@ def _from_placement(plan: Plan, names: list[str]) -> list[InstanceSpec]:
             )
         taken[pool.role] = start + pool.instances
         for placed in chosen:
-            specs.append(InstanceSpec(instance_id=dns_name(placed.instance_id), pool_index=index,
-                                      pool_name=names[index], nodes=list(placed.nodes or [placed.node]),
-                                      gpus=list(placed.gpus), port=BASE_PORT + len(specs)))
-    return specs
+            rows.append((index, dns_name(placed.instance_id), list(placed.nodes or [placed.node]), list(placed.gpus)))
+    return rows
 
 
-def _sequential(plan: Plan, names: list[str], gpus_per_node: int) -> list[InstanceSpec]:
-    specs: list[InstanceSpec] = []
+def _sequential(plan: Plan, names: list[str], gpus_per_node: int) -> list[tuple[int, str, list[str], list[int]]]:
+    rows = []
     node, used = 0, 0
     for index, pool in enumerate(plan.pools):
         for k in range(pool.instances):
@@ -111,24 +120,38 @@ def _sequential(plan: Plan, names: list[str], gpus_per_node: int) -> list[Instan
                     node, used = node + 1, 0
                 nodes, gpus = [f"node-{node}"], list(range(used, used + need))
                 used += need
-            specs.append(InstanceSpec(instance_id=f"{names[index]}-{k}", pool_index=index, pool_name=names[index],
-                                      nodes=nodes, gpus=gpus, port=BASE_PORT + len(specs)))
-    return specs
+            rows.append((index, f"{names[index]}-{k}", nodes, gpus))
+    return rows
 
 
 def expand_instances(plan: Plan, gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> list[InstanceSpec]:
-    """Every instance of the plan, in pool order, with its nodes, GPUs and port."""
+    """Every instance of the plan, in pool order, with its nodes, GPUs and ports."""
     names = pool_names(plan)
-    if plan.placement:
-        return _from_placement(plan, names)
-    return _sequential(plan, names, gpus_per_node)
+    rows = _from_placement(plan, names) if plan.placement else _sequential(plan, names, gpus_per_node)
+    specs: list[InstanceSpec] = []
+    side_channel = NIXL_SIDE_CHANNEL_BASE_PORT
+    prefill_index = 0
+    for k, (index, instance_id, nodes, gpus) in enumerate(rows):
+        pool = plan.pools[index]
+        specs.append(InstanceSpec(instance_id=instance_id, index=k, pool_index=index, pool_name=names[index],
+                                  nodes=nodes, gpus=gpus, port=BASE_PORT + k, side_channel_port=side_channel,
+                                  bootstrap_port=BOOTSTRAP_BASE_PORT + prefill_index))
+        # Each DP rank listens on base + its DP rank: the next instance starts past the range.
+        side_channel += pool.dp_size
+        prefill_index += pool.role == "prefill"
+    return specs
 
 
-def shell_word(token: str) -> str:
-    """Quote ``token`` for sh; tokens holding a ``$`` expansion are double-quoted so it expands."""
-    if "$" in token:
-        return f'"{token}"'
-    return shlex.quote(token)
+def node_context(release: EngineRelease, deployment: PoolDeployment, instance: InstanceSpec, node_rank: int,
+                 head: str, advertise_host: str, in_pod: bool = False) -> NodeContext:
+    return NodeContext(
+        release=release, model=deployment.served.hf_id, online_quantization=deployment.served.online_quantization,
+        port=instance.port, num_nodes=instance.num_nodes, node_rank=node_rank, head=head,
+        gpus_on_node=len(instance.gpus), cuda_visible_devices=instance.cuda_visible_devices,
+        advertise_host=advertise_host, side_channel_port=instance.side_channel_port,
+        bootstrap_port=instance.bootstrap_port, instance_index=instance.index,
+        gpu_memory_utilization=deployment.gpu_memory_utilization, mem_fraction_static=deployment.mem_fraction_static,
+        in_pod=in_pod)
 
 
 def command_lines(argv: tuple[str, ...], indent: str) -> list[str]:
@@ -146,9 +169,14 @@ def command_lines(argv: tuple[str, ...], indent: str) -> list[str]:
             for i, line in enumerate(lines)]
 
 
+def _comment(text: str) -> str:
+    """One comment line: a newline in a value must not end the comment."""
+    return " ".join(str(text).split())
+
+
 def node_body(launch: NodeLaunch, indent: str) -> list[str]:
     """Shell lines one node runs: notes as comments, env exports, setup, then exec of the engine."""
-    lines = [f"{indent}# NOTE: {note}" for note in launch.notes]
+    lines = [f"{indent}# NOTE: {_comment(note)}" for note in launch.notes]
     lines += [f"{indent}export {key}={shell_word(value)}" for key, value in launch.env.items()]
     lines += [f"{indent}{' '.join(shell_word(t) for t in step)}" for step in launch.setup]
     if launch.argv is not None:
@@ -156,33 +184,39 @@ def node_body(launch: NodeLaunch, indent: str) -> list[str]:
     return lines
 
 
-def node_launches(engine: str, pool: Pool, instance: InstanceSpec, model: str) -> list[NodeLaunch]:
+def node_launches(release: EngineRelease, pool: Pool, deployment: PoolDeployment,
+                  instance: InstanceSpec) -> list[NodeLaunch]:
     """The launch of every node of ``instance``, head (rank 0) first."""
-    return [node_launch(engine, pool, model=model, port=instance.port, num_nodes=instance.num_nodes,
-                        node_rank=rank, head=instance.nodes[0], gpus_on_node=len(instance.gpus),
-                        cuda_visible_devices=instance.cuda_visible_devices)
-            for rank in range(instance.num_nodes)]
+    head = instance.nodes[0]
+    launches = []
+    for rank, node in enumerate(instance.nodes):
+        # Other instances reach this node at NODE_IP when set, else at the placement's host name.
+        context = node_context(release, deployment, instance, rank, head, f"${{NODE_IP:-{node}}}")
+        launch = node_launch(release, pool, context)
+        launches.append(launch.model_copy(update={"notes": (*deployment.notes, *launch.notes)} if rank == 0 else {}))
+    return launches
 
 
-def launch_script(plan: Plan, instance: InstanceSpec, *, engine: str, model: str) -> str:
+def launch_script(plan: Plan, instance: InstanceSpec, release: EngineRelease, deployment: PoolDeployment) -> str:
     """The bash script that starts ``instance`` (multi-node instances switch on ``NODE_RANK``)."""
     pool = plan.pools[instance.pool_index]
-    version = ENGINE_VERSIONS[engine]
     where = ", ".join(f"{node} (GPUs {instance.cuda_visible_devices})" for node in instance.nodes)
     lines = [
         "#!/usr/bin/env bash",
         f"# layoutopt launch script for instance {instance.instance_id}",
-        f"# engine: {engine} {version} (flags checked against layoutopt/report/data/{flags_file_name(engine, version)})",
-        f"# model: {model} (plan model: {plan.model})",
+        f"# engine: {release.engine} {release.version} (flags checked against {flags_file_name(release.engine, release.version)})",
+        f"# model: {deployment.served.hf_id} (plan model: {_comment(plan.model)})",
         f"# pool: {instance.pool_name} (role {pool.role}, {pool.gpu}, {pool.layout.short_name()}, "
         f"{pool.gpus_per_instance} GPUs per instance)",
         f"# runs on: {where}; serves http on port {instance.port}",
     ]
+    if plan.cluster is None:
+        lines.append(f"# {IDEALISED_NODES_NOTE}")
     if pool.role in ("prefill", "decode"):
-        lines.append("# disaggregated serving: a router that sends each request to a prefill and then a decode "
-                     "instance (KV moves over NIXL) is deployed separately")
+        lines.append("# disaggregated serving: router/router.sh sends each request to a prefill and then a decode "
+                     "instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network")
     lines.append("set -euo pipefail")
-    launches = node_launches(engine, pool, instance, model)
+    launches = node_launches(release, pool, deployment, instance)
     if instance.num_nodes == 1:
         lines += node_body(launches[0], "")
         return "\n".join(lines) + "\n"
@@ -199,7 +233,8 @@ def launch_script(plan: Plan, instance: InstanceSpec, *, engine: str, model: str
     return "\n".join(lines) + "\n"
 
 
-def launch_scripts(plan: Plan, instances: list[InstanceSpec], *, engine: str, model: str) -> dict[str, str]:
+def launch_scripts(plan: Plan, instances: list[InstanceSpec], release: EngineRelease,
+                   deployments: list[PoolDeployment]) -> dict[str, str]:
     """``launch/<instance-id>.sh`` -> script text, for every instance."""
-    return {f"launch/{spec.instance_id}.sh": launch_script(plan, spec, engine=engine, model=model)
+    return {f"launch/{spec.instance_id}.sh": launch_script(plan, spec, release, deployments[spec.pool_index])
             for spec in instances}

@@ -131,6 +131,8 @@ def render_plan(plan: Plan, console: Console) -> None:
     if plan.latency is not None:
         console.print(_latency_table(plan))
         console.print(f"SLO attainment (predicted): {plan.latency.slo_attainment:.1%}")
+        for band in plan.error_bands or []:
+            console.print(f"expected error: {band.shown()}")
     console.print(_solver_line(plan))
     if plan.explanation.binding_constraints:
         console.print("binding: " + ", ".join(plan.explanation.binding_constraints))

@@ -1,195 +1,391 @@
 """The HTTP service: FastAPI routes over the Python API (see ``docs/api.md`` for examples).
 
-    POST /v1/solve      SolveRequest    -> Plan
-    POST /v1/estimate   EstimateRequest -> Estimate
-    POST /v1/simulate   SimulateRequest -> SimulationResult
+    POST /v1/solve      SolveRequest    -> 200 Plan (status optimal, feasible, timeout or infeasible)
+    POST /v1/estimate   EstimateRequest -> 200 Estimate
+    POST /v1/simulate   SimulateRequest -> 200 SimulationResult
+    POST /v1/sweeps     SweepSpec       -> 202 Job (kind sweep)
+    POST /v1/emit       EmitRequest     -> 202 Job (kind emit; result: EmitResult)
+    GET  /v1/jobs, GET /v1/jobs/{id}, DELETE /v1/jobs/{id} (cancel)
     GET  /v1/catalog/gpus | /v1/catalog/models | /v1/catalog/nodes
-    GET  /healthz
-    GET  /openapi.json, /docs
+    GET  /healthz, GET /openapi.json
 
-Solves, estimates and simulations run in a pool of worker processes, so the event loop keeps
-answering health checks and catalog requests while they run. Bodies over ``max_body_bytes`` get
-413; invalid bodies and every layoutopt ``InputError`` get 422 with FastAPI's error shape
-(``detail: [{loc, msg, type, ...}]``; input errors add ``field``, ``allowed`` and ``hint``); more
-than ``max_pending_jobs`` jobs in flight get 503. A solve that reaches its time limit returns its
-best plan with status ``timeout`` and the gap.
+How a request is served: the body is read under a size cap and a time cap (``limits.py``), then
+checked in a parsing process (``bodies.py``, ``arguments.py``), so the event loop never parses
+and keeps answering; the work runs in a worker process (``workers.py``) that parses the body
+again and is terminated when the request's deadline passes (504), when its client disconnects,
+or when its job is cancelled.
+Every error answer has one shape (``problems.ErrorBody``); the OpenAPI document lists every status
+each route can answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import re
-import sys
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Callable
 
-from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from layoutopt import __version__
-from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.schemas import GpuSpec, NodeType
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.plan import Plan
 from layoutopt.perf_model.estimate import Estimate
-from layoutopt.service import jobs
-from layoutopt.service.limits import BodySizeLimit
-from layoutopt.service.schemas import EstimateRequest, Health, SimulateRequest, SolveRequest
+from layoutopt.plan import Plan
+from layoutopt.service import arguments, jobs
+from layoutopt.service.job_store import JobStore
+from layoutopt.service.limits import BodyLimits
+from layoutopt.service.problems import (
+    REPORT_BUGS,
+    ErrorBody,
+    ErrorItem,
+    Infeasible,
+    ServiceError,
+    from_input_error,
+    from_validation_error,
+    item,
+    responses,
+)
+from layoutopt.service.schemas import (
+    EmitRequest,
+    EstimateRequest,
+    Health,
+    Job,
+    JobList,
+    SimulateRequest,
+    SolveRequest,
+)
+from layoutopt.service.settings import ServiceSettings, default_max_workers
+from layoutopt.service.workers import Busy, DeadlineExceeded, WorkerDied, WorkerPool
 from layoutopt.simulator.result import SimulationResult
 
-# Error fields named after CLI flags, mapped to the request field that carries them.
-_FIELD_ALIASES = {"rate": "rate_rps", "time_limit": "time_limit_s", "isl/osl": "isl", "concurrency/rate": "concurrency"}
+FILE_THREADS = 2
+SYNC_STATUSES = (408, 413, 422, 500, 503, 504)
 
 
-class ServiceSettings(BaseModel):
-    """Limits and the worker pool of one service instance."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_body_bytes: int = Field(default=1 << 20, ge=1024, description="larger request bodies get 413")
-    max_workers: int = Field(default=4, ge=1, description="worker processes (or threads) running jobs")
-    max_pending_jobs: int = Field(default=256, ge=1, description="jobs in flight beyond this get 503")
-    executor: Literal["process", "thread"] = "process"
+def _busy(settings: ServiceSettings, message: str) -> ServiceError:
+    return ServiceError(503, [item("busy", ["request"], None, f"retry after {settings.retry_after_s} s",
+                                   f"busy: {message}; retry after {settings.retry_after_s} s")],
+                        headers={"Retry-After": str(settings.retry_after_s)})
 
 
-def default_max_workers() -> int:
-    from layoutopt.sweep.executors import default_workers
-
-    return max(1, min(8, default_workers() - 1))
-
-
-def input_error_detail(error: dict[str, Any]) -> dict[str, Any]:
-    """One FastAPI-style error item for an ``InputError`` payload from :func:`jobs.input_error_payload`."""
-    parts = [p for p in re.split(r"[.\[\]]+", error["field"].lstrip("-")) if p]
-    if parts:
-        head = parts[0].replace("-", "_")
-        parts[0] = _FIELD_ALIASES.get(head, head)
-    loc = ["body", *(int(p) if p.isdigit() else p for p in parts)]
-    return {"type": "input_error", "loc": loc, "msg": error["message"], "input": error["value"],
-            "field": error["field"], "allowed": error["allowed"], "hint": error["hint"]}
+def _deadline(settings: ServiceSettings, error: DeadlineExceeded) -> ServiceError:
+    return ServiceError(504, [item(
+        "deadline_exceeded", ["request"], settings.request_deadline_s,
+        f"a request that ends within {settings.request_deadline_s:g} s (request_deadline_s); ask for less "
+        "(a shorter time_limit_s, fewer requests, a smaller budget)", f"request: {error}")])
 
 
-class _Jobs:
-    """The worker pool and the count of jobs in flight."""
+def _internal(message: str) -> ServiceError:
+    return ServiceError(500, [item("internal_error", ["request"], None, REPORT_BUGS, f"internal error: {message}")])
 
-    def __init__(self, settings: ServiceSettings):
+
+def _non_finite(places: list[dict[str, Any]]) -> ServiceError:
+    return ServiceError(422, [item(
+        "non_finite_result", ["response", *place["loc"]], place["value"],
+        "a result whose numbers are finite (JSON has no NaN or Infinity)",
+        f"the result's {'.'.join(map(str, place['loc']))} came out {place['value']}: for a latency, the load "
+        "exceeds what the deployment serves; lower the rate or add capacity") for place in places])
+
+
+def _invalid(payload: tuple[int, list[dict[str, Any]]]) -> ServiceError:
+    status, items = payload
+    return ServiceError(status, [ErrorItem(**entry) for entry in items])
+
+
+async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
+    """Set ``gone`` when the client closes the connection (the body has been read already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            return
+
+
+class _Service:
+    """The state of one running service: processes, job store, catalogs, a scratch folder."""
+
+    def __init__(self, settings: ServiceSettings, functions: dict[str, jobs.ApiFunction]):
         self.settings = settings
-        self.pool: Executor | None = None
-        self.in_flight = 0
+        self.functions = functions
+        self.pool = WorkerPool(settings.max_workers, settings.max_pending)
+        self.jobs: JobStore | None = None
+        self.threads: ThreadPoolExecutor | None = None
+        self.catalog: dict[str, list] = {}
+        self.scratch: tempfile.TemporaryDirectory | None = None
 
     def start(self) -> None:
-        workers = self.settings.max_workers
-        if self.settings.executor == "thread":
-            self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layoutopt-job")
-            return
-        method = "forkserver" if sys.platform != "win32" else "spawn"
-        context = multiprocessing.get_context(method)
-        if method == "forkserver":
-            context.set_forkserver_preload(["layoutopt.service.jobs", *jobs.HEAVY_MODULES])
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-        for _ in range(workers):
-            self.pool.submit(jobs.warm_up)
-
-    def stop(self) -> None:
-        """Drop queued jobs, end the worker processes (abandoning running jobs) and wait for them."""
-        pool, self.pool = self.pool, None
-        if pool is None:
-            return
-        # The pool's own shutdown would wait for running solves (up to their time limit).
-        processes = (getattr(pool, "_processes", None) or {}) if isinstance(pool, ProcessPoolExecutor) else {}
-        workers = list(processes.values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in workers:
-            process.terminate()
-        for process in workers:
-            process.join(timeout=10)
-
-    async def run(self, function: jobs.ApiFunction, kwargs: dict[str, Any]) -> JSONResponse:
-        if self.in_flight >= self.settings.max_pending_jobs:
-            raise HTTPException(503, f"busy: {self.in_flight} jobs in flight; retry later")
-        self.in_flight += 1
-        try:
-            status, payload = await asyncio.wrap_future(self.pool.submit(jobs.run_job, function, kwargs))
-        except BrokenProcessPool:
-            self.stop()  # a worker died (out of memory, killed): start a fresh pool for the next job
-            self.start()
-            raise HTTPException(500, "the worker process running this request died") from None
-        finally:
-            self.in_flight -= 1
-        if status == "ok":
-            return JSONResponse(payload)
-        if status == "input_error":
-            return JSONResponse({"detail": [input_error_detail(payload)]}, status_code=422)
-        if status == "infeasible":
-            return JSONResponse({"detail": [{"type": "infeasible", "loc": ["body"], **payload}]}, status_code=422)
-        raise HTTPException(500, payload)
-
-
-def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFunction | None = None,
-               estimate_fn: jobs.ApiFunction | None = None,
-               simulate_fn: jobs.ApiFunction | None = None) -> FastAPI:
-    """The service. ``*_fn`` replace the API functions (module-level, so worker processes can import them)."""
-    settings = settings or ServiceSettings(max_workers=default_max_workers())
-    pool = _Jobs(settings)
-    functions = {"solve": solve_fn or jobs.default_solve, "estimate": estimate_fn or jobs.default_estimate,
-                 "simulate": simulate_fn or jobs.default_simulate}
-    catalog: dict[str, list] = {}
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI):
         from layoutopt.hardware_catalog.catalog import load_catalog
         from layoutopt.model_catalog.catalog import list_models
 
         hardware = load_catalog()
-        catalog.update(gpus=list(hardware.gpus), nodes=list(hardware.node_types), models=list_models())
-        pool.start()
+        self.catalog.update(gpus=list(hardware.gpus), nodes=list(hardware.node_types), models=list_models())
+        self.threads = ThreadPoolExecutor(max_workers=FILE_THREADS, thread_name_prefix="layoutopt-files")
+        self.scratch = tempfile.TemporaryDirectory(prefix="layoutopt-serve-")
+        self.pool.start()
+        s = self.settings
+        self.jobs = JobStore(self.pool, max_running=s.max_running_jobs, max_stored=s.max_stored_jobs,
+                             deadline_s=s.job_deadline_s, ttl_s=s.job_ttl_s)
+
+    def stop(self) -> None:
+        if self.jobs is not None:
+            self.jobs.cancel_all()
+        self.pool.stop()
+        if self.threads is not None:
+            self.threads.shutdown(wait=False, cancel_futures=True)
+        if self.scratch is not None:
+            self.scratch.cleanup()
+
+    async def in_thread(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)`` in a thread: for the small file reads of job progress."""
+        return await asyncio.get_running_loop().run_in_executor(self.threads, function, *args)
+
+    async def check(self, endpoint: str, raw: bytes, deadline_s: float, gone: asyncio.Event | None = None) -> int:
+        """Units of work in a valid body; ServiceError 4xx for an invalid one (checked in a parsing process)."""
+        try:
+            status, payload = await self.pool.run(arguments.check, (endpoint, raw, self.settings),
+                                                  deadline_s=deadline_s, stop=gone, pool="parse")
+        except DeadlineExceeded as error:
+            raise _deadline(self.settings, error) from None
+        except WorkerDied as error:
+            raise _internal(str(error)) from None
+        if status == "invalid":
+            raise _invalid(payload)
+        return payload
+
+    async def run_sync(self, request: Request, endpoint: str) -> Response:
+        loop = asyncio.get_running_loop()
+        start_s = loop.time()
+        try:
+            self.pool.reserve()
+        except Busy as error:
+            raise _busy(self.settings, str(error)) from None
+        gone = asyncio.Event()
+        watcher: asyncio.Task | None = None
+        try:
+            raw = await request.body()
+            watcher = asyncio.create_task(_watch_disconnect(request, gone))
+            deadline_s = self.settings.request_deadline_s
+            try:
+                await self.check(endpoint, raw, deadline_s, gone)
+                left_s = max(deadline_s - (loop.time() - start_s), 0.001)
+                status, payload = await self.pool.run(jobs.run_job, (self.functions[endpoint], endpoint, raw,
+                                                                     self.settings), deadline_s=left_s, stop=gone)
+            except DeadlineExceeded as error:
+                raise _deadline(self.settings, error) from None
+            except asyncio.CancelledError:
+                if gone.is_set():
+                    return Response(status_code=499)  # nobody reads it: the client went away
+                raise
+            except WorkerDied as error:
+                raise _internal(str(error)) from None
+        finally:
+            self.pool.release()
+            if watcher is not None:
+                watcher.cancel()
+        if status == "ok":
+            if payload["non_finite"]:
+                raise _non_finite(payload["non_finite"])
+            return JSONResponse(payload["data"])
+        if status == "invalid":
+            raise _invalid(payload)
+        if status == "input_error":
+            raise ServiceError(422, [from_input_error(payload, aliases=arguments.FIELD_ALIASES)])
+        if status == "infeasible":
+            return JSONResponse(Infeasible(**payload).model_dump(mode="json"), status_code=409)
+        raise _internal(str(payload))
+
+    async def submit(self, request: Request, kind: str, extra: dict[str, Any] | None = None,
+                     progress: Callable[[str], Callable[[], int]] | None = None) -> Response:
+        raw = await request.body()
+        units = await self.check(kind, raw, self.settings.request_deadline_s)
+        scratch_dir = out_dir = None
+        if progress is not None:
+            scratch_dir = tempfile.mkdtemp(prefix=f"{kind}-", dir=self.scratch.name)
+            out_dir = str(Path(scratch_dir) / "out")
+            extra = {**(extra or {}), "out_dir": out_dir}
+        try:
+            record = self.jobs.submit(kind, (self.functions[kind], kind, raw, self.settings, extra), total=units,
+                                      progress=progress(out_dir) if progress else None, scratch_dir=scratch_dir)
+        except Busy as error:
+            raise _busy(self.settings, str(error)) from None
+        view = await self.in_thread(self.jobs.view, record)
+        return JSONResponse(view.model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{record.id}"})
+
+
+def _sweep_progress(out_dir: str) -> Callable[[], int]:
+    def count() -> int:
+        from layoutopt.sweep.results import read_journal
+
+        return len(read_journal(out_dir))
+
+    return count
+
+
+def _openapi(app: FastAPI, request_models: dict[str, type[BaseModel]]) -> Callable[[], dict[str, Any]]:
+    """The OpenAPI document, with the request bodies the routes parse themselves."""
+
+    def build() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        models = list(dict.fromkeys(request_models.values()))
+        _, definitions = models_json_schema([(m, "validation") for m in models],
+                                            ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, definition in definitions.get("$defs", {}).items():
+            components.setdefault(name, definition)
+        # FastAPI documents a 422 for path parameters; a job id is any string, so none can arise.
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                entry = operation.get("responses", {}).get("422", {})
+                if "HTTPValidationError" in str(entry):
+                    del operation["responses"]["422"]
+        for unused in ("HTTPValidationError", "ValidationError"):
+            components.pop(unused, None)
+        for path, model in request_models.items():
+            schema["paths"][path]["post"]["requestBody"] = {
+                "required": True, "content": {"application/json": {"schema": {
+                    "$ref": f"#/components/schemas/{model.__name__}"}}}}
+        app.openapi_schema = schema
+        return schema
+
+    return build
+
+
+def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFunction | None = None,
+               estimate_fn: jobs.ApiFunction | None = None, simulate_fn: jobs.ApiFunction | None = None,
+               sweep_fn: jobs.ApiFunction | None = None, emit_fn: jobs.ApiFunction | None = None) -> FastAPI:
+    """The service. ``*_fn`` replace the API functions (module-level, so worker processes can import them)."""
+    from layoutopt.sweep.spec import SweepSpec
+
+    settings = settings or ServiceSettings(max_workers=default_max_workers())
+    service = _Service(settings, {
+        "solve": solve_fn or jobs.default_solve, "estimate": estimate_fn or jobs.default_estimate,
+        "simulate": simulate_fn or jobs.default_simulate, "sweep": sweep_fn or jobs.default_sweep,
+        "emit": emit_fn or jobs.default_emit})
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        service.start()
         try:
             yield
         finally:
-            pool.stop()
+            service.stop()
 
     # No /docs or /redoc: their pages load scripts from a CDN, and nothing here reaches outside.
     app = FastAPI(title="layoutopt", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="LLM serving layouts that maximize goodput per dollar under TTFT/TPOT SLOs.")
-    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes)
+                  description="LLM serving layouts that maximize goodput per dollar under TTFT/TPOT SLOs. "
+                  "Every error answer is an ErrorBody naming the field, the value and the rule.")
+    app.add_middleware(BodyLimits, max_body_bytes=settings.max_body_bytes, body_timeout_s=settings.body_timeout_s)
 
-    @app.exception_handler(InputError)
-    async def _input_error(_: Request, error: InputError) -> JSONResponse:
-        return JSONResponse({"detail": [input_error_detail(jobs.input_error_payload(error))]}, status_code=422)
+    @app.exception_handler(ServiceError)
+    async def _service_error(_: Request, error: ServiceError) -> JSONResponse:
+        return error.response()
 
-    @app.get("/healthz", response_model=Health, tags=["service"])
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+        items = [item(e.get("type", "invalid"), list(e["loc"]), e.get("input"), e["msg"]) for e in error.errors()]
+        return ServiceError(422, items[:20]).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        allowed = {404: "a path listed in /openapi.json", 405: "a method the path has (see /openapi.json)"}
+        answer = ServiceError(error.status_code, [item("http_error", ["request", "path"], request.url.path,
+                                                       allowed.get(error.status_code, str(error.detail)),
+                                                       f"{request.method} {request.url.path}: {error.detail}")])
+        return answer.response()
+
+    @app.exception_handler(Exception)
+    async def _internal_error(_: Request, error: Exception) -> JSONResponse:
+        return ServiceError(500, [item("internal_error", ["request"], None, REPORT_BUGS,
+                                       f"internal error ({type(error).__name__}): {REPORT_BUGS}")]).response()
+
+    @app.get("/healthz", response_model=Health, tags=["service"], responses=responses(503))
     async def healthz() -> Health:
-        return Health(version=__version__, jobs_running=pool.in_flight, workers=settings.max_workers)
+        unfinished = service.jobs.num_unfinished if service.jobs else 0
+        return Health(version=__version__, jobs_running=service.pool.in_flight, async_jobs=unfinished,
+                      workers=settings.max_workers)
 
-    @app.post("/v1/solve", response_model=Plan, tags=["api"],
-              summary="The serving plan that optimizes the objective within the budget under the SLO")
-    async def solve(request: SolveRequest) -> JSONResponse:
-        return await pool.run(functions["solve"], jobs.solve_kwargs(request))
+    @app.post("/v1/solve", response_model=Plan, tags=["api"], responses=responses(409, *SYNC_STATUSES),
+              summary="The serving plan that optimizes the objective within the budget under the SLO",
+              description="200 with a Plan whose status is optimal, feasible, timeout (best plan at the time "
+              "limit, with solver.gap) or infeasible (no pools; explanation.reasons and suggestions say why).")
+    async def solve(request: Request) -> Response:
+        return await service.run_sync(request, "solve")
 
-    @app.post("/v1/estimate", response_model=Estimate, tags=["api"],
+    @app.post("/v1/estimate", response_model=Estimate, tags=["api"], responses=responses(409, *SYNC_STATUSES),
               summary="Predicted latency, throughput and memory of one deployment")
-    async def estimate(request: EstimateRequest) -> JSONResponse:
-        return await pool.run(functions["estimate"], jobs.estimate_kwargs(request))
+    async def estimate(request: Request) -> Response:
+        return await service.run_sync(request, "estimate")
 
-    @app.post("/v1/simulate", response_model=SimulationResult, tags=["api"],
-              summary="Discrete-event replay of a workload on a plan")
-    async def simulate(request: SimulateRequest) -> JSONResponse:
-        return await pool.run(functions["simulate"], jobs.simulate_kwargs(request))
+    @app.post("/v1/simulate", response_model=SimulationResult, tags=["api"], responses=responses(409, *SYNC_STATUSES),
+              summary="Discrete-event replay of a workload on a plan (catalog models and GPUs only)")
+    async def simulate(request: Request) -> Response:
+        return await service.run_sync(request, "simulate")
+
+    @app.post("/v1/sweeps", response_model=Job, status_code=202, tags=["jobs"],
+              responses=responses(408, 413, 422, 500, 503),
+              summary="Start a sweep (a sweep.yaml as JSON) as a job; poll GET /v1/jobs/{id}",
+              description="Models are catalog names, workloads presets or inline mappings, SLOs inline; no file "
+              "is read. At most max_sweep_cells cells. The result is the SweepResult without server paths.")
+    async def sweeps(request: Request) -> Response:
+        return await service.submit(request, "sweep", progress=_sweep_progress)
+
+    @app.post("/v1/emit", response_model=Job, status_code=202, tags=["jobs"],
+              responses=responses(408, 413, 422, 500, 503),
+              summary="Render a plan's deployment files as a job; its result is an EmitResult (path -> file)")
+    async def emit(request: Request) -> Response:
+        return await service.submit(request, "emit")
+
+    @app.get("/v1/jobs", response_model=JobList, tags=["jobs"], responses=responses(500))
+    async def list_jobs() -> JobList:
+        records = service.jobs.list()
+        return JobList(jobs=[await service.in_thread(service.jobs.view, r) for r in records])
+
+    def _record(job_id: str):
+        record = service.jobs.get(job_id)
+        if record is None:
+            raise ServiceError(404, [item("not_found", ["path", "job_id"], job_id,
+                                          "the id of a job listed by GET /v1/jobs")])
+        return record
+
+    @app.get("/v1/jobs/{job_id}", response_model=Job, tags=["jobs"], responses=responses(404, 500),
+             summary="A job's status, progress and (when succeeded) result")
+    async def get_job(job_id: str) -> Job:
+        return await service.in_thread(service.jobs.view, _record(job_id))
+
+    @app.delete("/v1/jobs/{job_id}", response_model=Job, tags=["jobs"], responses=responses(404, 500),
+                summary="Cancel a job (its worker process is stopped); a finished job is returned as it is")
+    async def cancel_job(job_id: str) -> Job:
+        record = _record(job_id)
+        service.jobs.cancel(record)
+        return await service.in_thread(service.jobs.view, record)
 
     @app.get("/v1/catalog/gpus", response_model=list[GpuSpec], tags=["catalog"])
     async def catalog_gpus() -> list[GpuSpec]:
-        return catalog["gpus"]
+        return service.catalog["gpus"]
 
     @app.get("/v1/catalog/nodes", response_model=list[NodeType], tags=["catalog"])
     async def catalog_nodes() -> list[NodeType]:
-        return catalog["nodes"]
+        return service.catalog["nodes"]
 
     @app.get("/v1/catalog/models", response_model=list[ModelSpec], tags=["catalog"])
     async def catalog_models() -> list[ModelSpec]:
-        return catalog["models"]
+        return service.catalog["models"]
 
+    app.openapi = _openapi(app, {"/v1/solve": SolveRequest, "/v1/estimate": EstimateRequest,  # type: ignore[method-assign]
+                                 "/v1/simulate": SimulateRequest, "/v1/sweeps": SweepSpec, "/v1/emit": EmitRequest})
+    app.state.service = service
     return app
+
+
+__all__ = ["ErrorBody", "ServiceSettings", "create_app", "default_max_workers", "from_validation_error"]

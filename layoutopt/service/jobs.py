@@ -1,36 +1,39 @@
-"""The work behind ``/v1/solve``, ``/v1/estimate`` and ``/v1/simulate``, run in worker processes.
+"""The work behind the routes, as it runs inside a worker process.
 
-Requests become API arguments in the server (``*_kwargs``, cheap, so bad input is answered at
-once); the API call runs in a worker process (``run_job``), which returns plain data: exceptions
-with custom constructors such as ``InputError`` do not survive pickling, so they travel as tagged
-dictionaries.
+``run_job`` parses the request body again (``arguments.prepare``: the server process only
+checked it, in a parsing process, and never holds its objects), calls the API function and returns
+plain, picklable, JSON-safe data: exceptions with custom constructors such as ``InputError`` do
+not survive pickling, so failures travel as tagged dictionaries, and non-finite numbers in a
+result are replaced by null with their places listed (the routes decide what to answer).
 """
 
 from __future__ import annotations
 
-import json
+import base64
+import math
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from layoutopt.errors import InfeasibleError, InputError
-from layoutopt.service.schemas import EstimateRequest, SimulateRequest, SolveRequest, WorkloadInput
-from layoutopt.workloads.workload import Workload
 
-JobStatus = Literal["ok", "input_error", "infeasible", "error"]
+JobStatus = Literal["ok", "invalid", "input_error", "infeasible", "error"]
 JobResult = tuple[JobStatus, Any]
-ApiFunction = Callable[..., BaseModel]
+ApiFunction = Callable[..., Any]
+MAX_NON_FINITE_LISTED = 20
 
 
 def default_solve(**kwargs: Any) -> BaseModel:
-    from layoutopt.optimizer.solve import solve
+    from layoutopt.calibrate.apply import solve  # the optimizer's, with profile= and error bands
 
     return solve(**kwargs)
 
 
 def default_estimate(**kwargs: Any) -> BaseModel:
-    from layoutopt.perf_model.estimate import estimate
+    from layoutopt.calibrate.apply import estimate  # the perf model's, with profile= and the error band
 
     return estimate(**kwargs)
 
@@ -41,8 +44,41 @@ def default_simulate(**kwargs: Any) -> BaseModel:
     return simulate(**kwargs)
 
 
+def default_sweep(*, spec: dict[str, Any], out_dir: str) -> dict[str, Any]:
+    """Run a sweep (validated spec, files already excluded) serially into ``out_dir``; the result without paths."""
+    from layoutopt.sweep.run import sweep
+    from layoutopt.sweep.spec import sweep_spec_from_dict
+
+    result = sweep(sweep_spec_from_dict(spec), out_dir, executor="local", workers=1, plots=False, base_dir=out_dir)
+    data = result.model_dump(mode="json")
+    return {key: value for key, value in data.items() if key != "out_dir" and not key.endswith("_path")}
+
+
+def default_emit(*, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """Emit a plan's deployment files into a private folder and return them as path -> content.
+
+    Text files come as UTF-8 strings, others (plots) as base64; nothing stays on the server.
+    """
+    from layoutopt.api import emit
+    from layoutopt.plan import Plan
+
+    with tempfile.TemporaryDirectory(prefix="layoutopt-emit-") as scratch:
+        out_dir = Path(scratch) / "deploy"
+        emit(Plan.model_validate(plan), out_dir, **options)
+        files: dict[str, dict[str, Any]] = {}
+        for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
+            data = path.read_bytes()
+            try:
+                entry = {"encoding": "utf-8", "content": data.decode("utf-8")}
+            except UnicodeDecodeError:
+                entry = {"encoding": "base64", "content": base64.b64encode(data).decode("ascii")}
+            files[path.relative_to(out_dir).as_posix()] = {**entry, "size_bytes": len(data)}
+    return {"num_files": len(files), "total_bytes": sum(f["size_bytes"] for f in files.values()), "files": files}
+
+
 # Imported once by the fork server, so that every worker starts with them loaded.
-HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.perf_model.estimate", "layoutopt.simulator.run")
+HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.perf_model.estimate", "layoutopt.simulator.run",
+                 "layoutopt.calibrate.apply", "layoutopt.service.arguments", "layoutopt.sweep.run")
 
 
 def warm_up() -> None:
@@ -53,68 +89,46 @@ def warm_up() -> None:
         importlib.import_module(name)
 
 
-def _jsonable(value: Any) -> Any:
+def finite_copy(value: Any, loc: tuple = (), found: list | None = None) -> tuple[Any, list[dict[str, Any]]]:
+    """``value`` with every NaN/Infinity replaced by None, and the places (loc, value) that held one."""
+    found = [] if found is None else found
+    if isinstance(value, float) and not math.isfinite(value):
+        if len(found) < MAX_NON_FINITE_LISTED:
+            found.append({"loc": list(loc), "value": str(value)})
+        return None, found
+    if isinstance(value, dict):
+        return {k: finite_copy(v, (*loc, k), found)[0] for k, v in value.items()}, found
+    if isinstance(value, (list, tuple)):
+        return [finite_copy(v, (*loc, i), found)[0] for i, v in enumerate(value)], found
+    return value, found
+
+
+def run_job(function: ApiFunction, endpoint: str, raw: bytes, settings: Any,
+            extra: dict[str, Any] | None = None) -> JobResult:
+    """Parse the body ``raw`` of ``endpoint`` and call ``function(**arguments, **extra)``.
+
+    Returns ("ok", {"data", "non_finite"}) or a tagged failure: ("invalid", (status, items)),
+    ("input_error", payload), ("infeasible", payload), ("error", text).
+    """
+    from layoutopt.service.arguments import prepare
+    from layoutopt.service.problems import ServiceError, input_error_payload
+
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value
-
-
-def input_error_payload(error: InputError) -> dict[str, Any]:
-    return {"field": error.field, "value": _jsonable(error.value), "allowed": error.allowed, "hint": error.hint,
-            "message": str(error)}
-
-
-def run_job(function: ApiFunction, kwargs: dict[str, Any]) -> JobResult:
-    """Call ``function(**kwargs)``; returns ("ok", result as JSON data) or a tagged failure."""
+        kwargs, _ = prepare(endpoint, raw, settings)
+    except ServiceError as error:
+        return "invalid", (error.status_code, [item.model_dump(mode="json") for item in error.items])
     try:
-        result = function(**kwargs)
+        result = function(**kwargs, **(extra or {}))
     except InputError as error:
         return "input_error", input_error_payload(error)
     except InfeasibleError as error:
         return "infeasible", {"message": str(error), "reasons": list(error.reasons)}
     except Exception as error:  # noqa: BLE001 - reported to the client as a 500, the worker lives on
-        return "error", f"{type(error).__name__}: {error}"
-    return "ok", result.model_dump(mode="json")
+        return "error", f"{type(error).__name__}: {str(error)[:2000]}"
+    data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    data, non_finite = finite_copy(data)
+    return "ok", {"data": data, "non_finite": non_finite}
 
 
-def resolve_workload(value: WorkloadInput) -> Workload | None:
-    """A preset name or a ``workload.yaml``-shaped mapping as a Workload; no file is read."""
-    from layoutopt.workloads.loaders import workload_from_dict
-    from layoutopt.workloads.presets import preset_workload
-
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return preset_workload(value)
-    if "trace" in value:
-        raise InputError("workload.trace", value["trace"], "trace_pairs given inline: the service reads no files")
-    return workload_from_dict(value, field="workload")
-
-
-def solve_kwargs(request: SolveRequest) -> dict[str, Any]:
-    """Arguments of ``solve`` for ``request``; raises InputError for a bad budget or workload."""
-    from layoutopt.hardware_catalog.budget import parse_budget
-
-    parse_budget(request.budget)  # answer a bad budget at once instead of after the queue
-    kwargs = request.model_dump(exclude={"workload", "slo", "model"})
-    return {**kwargs, "model": request.model, "slo": request.slo, "workload": resolve_workload(request.workload)}
-
-
-def estimate_kwargs(request: EstimateRequest) -> dict[str, Any]:
-    """Arguments of ``estimate`` for ``request`` (``rate_rps`` is the API's ``rate``)."""
-    from layoutopt.hardware_catalog.catalog import get_gpu
-
-    get_gpu(request.gpu)
-    kwargs = {name: getattr(request, name) for name in type(request).model_fields}
-    kwargs["rate"] = kwargs.pop("rate_rps")
-    kwargs["workload"] = resolve_workload(request.workload)
-    return kwargs
-
-
-def simulate_kwargs(request: SimulateRequest) -> dict[str, Any]:
-    """Arguments of ``simulate`` for ``request``."""
-    kwargs = {name: getattr(request, name) for name in type(request).model_fields}
-    kwargs["workload"] = resolve_workload(request.workload)
-    return kwargs
+__all__ = ["ApiFunction", "JobResult", "default_emit", "default_estimate", "default_simulate", "default_solve",
+           "default_sweep", "finite_copy", "run_job", "warm_up"]

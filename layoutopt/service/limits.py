@@ -1,16 +1,19 @@
-"""ASGI middleware that caps the size of request bodies (413 Payload Too Large beyond the cap).
+"""ASGI middleware that caps request bodies in size (413) and in the time they take to arrive (408).
 
 It reads the body before the application does, so a body without ``Content-Length`` (chunked)
 is capped as well; the body is then handed on unchanged. An oversized body up to
-``DRAIN_FACTOR`` times the cap is read and dropped before the 413 is sent; beyond that the
-connection is answered at once and closed.
+``DRAIN_FACTOR`` times the cap is read and dropped before the 413 is sent, so a client still
+sending it reads the answer instead of a reset connection; beyond that the connection is
+answered at once and closed. A body not complete within ``body_timeout_s`` gets 408.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from layoutopt.service.problems import ServiceError, item
 
 DRAIN_FACTOR = 16
 Message = dict[str, Any]
@@ -18,20 +21,47 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-class BodySizeLimit:
-    def __init__(self, app: Callable[..., Awaitable[None]], max_body_bytes: int):
+class _TooLarge(Exception):
+    def __init__(self, size: int):
+        self.size = size
+
+
+class BodyLimits:
+    def __init__(self, app: Callable[..., Awaitable[None]], max_body_bytes: int, body_timeout_s: float):
         self.app = app
         self.max_body_bytes = max_body_bytes
-        # A body somewhat over the cap is read to its end before the 413, so a client still
-        # sending it reads the answer instead of a reset connection; a far larger one is cut off.
         self.max_drain_bytes = DRAIN_FACTOR * max_body_bytes
+        self.body_timeout_s = body_timeout_s
 
-    async def _too_large(self, send: Send) -> None:
-        body = json.dumps({"detail": f"request body larger than {self.max_body_bytes} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+    async def _answer(self, send: Send, error: ServiceError) -> None:
+        response = error.response()
+        response.headers["connection"] = "close"
+        await response({"type": "http"}, _no_receive, send)
+
+    def _too_large(self, size: int | str) -> ServiceError:
+        return ServiceError(413, [item("body_too_large", ["body"], f"{size} bytes",
+                                       f"a request body of at most {self.max_body_bytes} bytes",
+                                       f"body: larger than {self.max_body_bytes} bytes")])
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The whole body, or None when the client went away; raises ``_TooLarge``."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_drain_bytes:
+                raise _TooLarge(size)
+            if size <= self.max_body_bytes:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        if size > self.max_body_bytes:
+            raise _TooLarge(size)
+        return b"".join(chunks)
 
     async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -39,25 +69,22 @@ class BodySizeLimit:
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_drain_bytes:
-            await self._too_large(send)
+            await self._answer(send, self._too_large(int(declared)))
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break  # the client went away; the application sees an empty body
-            size += len(message.get("body", b""))
-            if size > self.max_drain_bytes:
-                break
-            if size <= self.max_body_bytes:
-                chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        if size > self.max_body_bytes:
-            await self._too_large(send)
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                body = await self._read(receive)
+        except _TooLarge as error:
+            await self._answer(send, self._too_large(f"over {error.size}" if error.size > self.max_body_bytes
+                                                     else error.size))
             return
-        body = b"".join(chunks)
+        except TimeoutError:
+            await self._answer(send, ServiceError(408, [item(
+                "request_timeout", ["body"], None, f"a body that arrives within {self.body_timeout_s:g} s",
+                f"body: not received within {self.body_timeout_s:g} s")]))
+            return
+        if body is None:
+            return  # the client went away before sending its body
         delivered = False
 
         async def replay() -> Message:
@@ -68,3 +95,7 @@ class BodySizeLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}

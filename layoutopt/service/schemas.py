@@ -1,21 +1,24 @@
-"""Request bodies of the HTTP service: the arguments of ``solve``, ``estimate`` and ``simulate``.
+"""Request and answer bodies of the HTTP service: the arguments of the API functions, and jobs.
 
-The fields mirror the Python API's arguments (same names, units in names), with three
-differences a network service needs: a model is a catalog name or an inline ``ModelSpec`` (never a
-server path), a workload is a preset name or an inline mapping in the ``workload.yaml`` shape
-(without ``trace`` files; ``trace_pairs`` inline are fine), and run times are capped.
+The fields mirror the Python API's arguments (same names, units in names), with the differences
+a network service needs: a model is a catalog name or an inline ``ModelSpec`` (never a server
+path), a plan names catalog models and GPUs, a workload is a preset name or an inline mapping in
+the ``workload.yaml`` shape (without ``trace`` files; ``trace_pairs`` inline are fine), strings,
+counts and run times are capped.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from layoutopt.calibrate.profile_file import ProfileFile
 from layoutopt.errors import unknown_name_error
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.plan import Objective, Plan
 from layoutopt.plan import Layout
+from layoutopt.service.problems import ErrorItem
 from layoutopt.workloads.slo import SLO
 
 MAX_TIME_LIMIT_S = 60.0
@@ -23,9 +26,17 @@ MAX_TOP_K = 10
 MAX_INSTANCES = 10_000
 MAX_SIMULATED_REQUESTS = 200_000
 MAX_SIMULATED_S = 3600.0
+MAX_NAME_CHARS = 200
+MAX_TOKENS = 10_000_000
+MAX_BATCH = 65_536
+MAX_CONCURRENCY = 1_000_000.0
+MAX_RATE_RPS = 1_000_000.0
 Engine = Literal["vllm", "sglang", "trtllm"]
 
-WorkloadInput = str | dict[str, Any] | None
+PROFILE_DESCRIPTION = ("a profile written by layoutopt calibrate, by content (the YAML file as JSON), replacing the "
+                       "built-in constants of its engine on GPUs of its generation; never a server path")
+WorkloadInput = Annotated[str, Field(max_length=MAX_NAME_CHARS)] | dict[str, Any] | None
+CatalogName = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
 WORKLOAD_DESCRIPTION = ("a preset name (chat, rag, agent, summarization, code) or a mapping in the workload.yaml "
                         "shape, e.g. {preset: chat, arrival_rate_rps: 5} or {input_tokens: {lognormal: {mean: 2000, "
                         "p90: 4000}}, output_tokens: 256}; trace files are not read, give trace_pairs inline")
@@ -48,16 +59,20 @@ def _catalog_model(value: str | ModelSpec) -> str | ModelSpec:
 class SolveRequest(_Request):
     """Body of ``POST /v1/solve``: the arguments of :func:`layoutopt.api.solve`."""
 
-    model: str | ModelSpec = Field(description="catalog name or HuggingFace id of a built-in model, or a ModelSpec")
-    budget: str = Field(description="e.g. 32xH100, 16xH100+16xH200, $400/h", examples=["8xH100"])
+    model: CatalogName | ModelSpec = Field(description="catalog name or HuggingFace id of a built-in model, or a "
+                                           "ModelSpec")
+    budget: str = Field(max_length=MAX_NAME_CHARS, description="e.g. 32xH100, 16xH100+16xH200, $400/h",
+                        examples=["8xH100"])
     slo: SLO | None = Field(default=None, description="default: p90 TTFT <= 1000 ms, p90 TPOT <= 30 ms, 0.9")
     workload: WorkloadInput = Field(default=None, description=WORKLOAD_DESCRIPTION)
-    isl: int | None = Field(default=None, ge=1, description="fixed input tokens per request (with osl)")
-    osl: int | None = Field(default=None, ge=1, description="fixed output tokens per request (with isl)")
-    rate_rps: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="request rate to serve")
+    isl: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="fixed input tokens per request (with osl)")
+    osl: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="fixed output tokens per request (with isl)")
+    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+                                   description="request rate to serve")
     objective: Objective = "goodput-per-dollar"
     mode: Literal["auto", "colocated", "disaggregated"] = "auto"
     engine: Engine = "vllm"
+    profile: ProfileFile | None = Field(default=None, description=PROFILE_DESCRIPTION)
     precision: Literal["auto", "bf16", "fp8", "fp4"] = "auto"
     headroom: float = Field(default=0.7, gt=0, le=1, description="utilization ceiling per instance")
     top_k: int = Field(default=0, ge=0, le=MAX_TOP_K, description="next-best distinct plans to return")
@@ -77,21 +92,24 @@ class EstimateRequest(_Request):
     ``decode_layout`` (disaggregated); ``concurrency`` (closed loop) or ``rate_rps`` (open loop).
     """
 
-    model: str | ModelSpec
-    gpu: str = Field(examples=["H100"])
+    model: CatalogName | ModelSpec
+    gpu: str = Field(max_length=MAX_NAME_CHARS, examples=["H100"])
     engine: Engine = "vllm"
+    profile: ProfileFile | None = Field(default=None, description=PROFILE_DESCRIPTION)
     workload: WorkloadInput = Field(default=None, description=WORKLOAD_DESCRIPTION)
-    isl: int | None = Field(default=None, ge=1)
-    osl: int | None = Field(default=None, ge=1)
+    isl: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    osl: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     layout: Layout | None = None
     instances: int = Field(default=1, ge=1, le=MAX_INSTANCES)
     prefill_layout: Layout | None = None
     prefill_instances: int = Field(default=1, ge=1, le=MAX_INSTANCES)
     decode_layout: Layout | None = None
     decode_instances: int = Field(default=1, ge=1, le=MAX_INSTANCES)
-    concurrency: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="requests in flight")
-    rate_rps: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="Poisson arrival rate")
-    max_batch_size: int | None = Field(default=None, ge=1, description="decode sequences per instance cap")
+    concurrency: float | None = Field(default=None, gt=0, le=MAX_CONCURRENCY, allow_inf_nan=False,
+                                      description="requests in flight")
+    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+                                   description="Poisson arrival rate")
+    max_batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH, description="decode sequences per instance cap")
     allow_cross_domain: bool = False
 
     @field_validator("model")
@@ -107,17 +125,79 @@ class SimulateRequest(_Request):
     workload: WorkloadInput = Field(default=None, description="default: the workload recorded in the plan; "
                                     + WORKLOAD_DESCRIPTION)
     slo: SLO | None = Field(default=None, description="default: the SLO recorded in the plan")
-    rate_rps: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)
     num_requests: int | None = Field(default=None, ge=1, le=MAX_SIMULATED_REQUESTS)
     duration_s: float | None = Field(default=None, gt=0, le=MAX_SIMULATED_S)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+
+class EmitRequest(_Request):
+    """Body of ``POST /v1/emit``: a plan and the options of :func:`layoutopt.api.emit`."""
+
+    plan: Plan = Field(description="a plan as /v1/solve returns it, with pools")
+    engine: Engine = "vllm"
+    model_id: str | None = Field(default=None, max_length=MAX_NAME_CHARS, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+                                 description="the model id the launch lines serve (default: the catalog's HF id)")
+    namespace: str = Field(default="default", max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                           description="Kubernetes namespace of the manifests")
+    image: str | None = Field(default=None, max_length=MAX_NAME_CHARS, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$",
+                              description="container image of the manifests (default: the engine's)")
+    plots: bool = Field(default=True, description="also the plan's plots (PNG and SVG)")
 
 
 class Health(_Request):
     status: Literal["ok"] = "ok"
     version: str
-    jobs_running: int = Field(description="solve, estimate and simulate requests in progress or queued")
+    jobs_running: int = Field(description="synchronous requests (solve, estimate, simulate) in progress or queued")
+    async_jobs: int = Field(default=0, description="sweep and emit jobs queued or running")
     workers: int
 
 
-__all__ = ["MAX_TIME_LIMIT_S", "EstimateRequest", "Health", "SimulateRequest", "SolveRequest"]
+JobKind = Literal["sweep", "emit"]
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class JobProgress(_Request):
+    done: int = Field(ge=0, description="units finished: sweep cells, or 1 when an emit is done")
+    total: int = Field(ge=1, description="units in the job: the sweep's cells, or 1")
+    fraction: float = Field(ge=0, le=1)
+
+
+class EmittedFile(_Request):
+    encoding: Literal["utf-8", "base64"] = Field(description="utf-8 for text; base64 for binary files (PNG plots)")
+    content: str
+    size_bytes: int = Field(ge=0)
+
+
+class EmitResult(_Request):
+    """The files ``layoutopt emit`` would write, as relative path -> file (nothing is kept on the server)."""
+
+    num_files: int
+    total_bytes: int
+    files: dict[str, EmittedFile]
+
+
+class Job(_Request):
+    """An asynchronous job: ``GET /v1/jobs/{id}`` polls it, ``DELETE /v1/jobs/{id}`` cancels it."""
+
+    id: str
+    kind: JobKind
+    status: JobState
+    progress: JobProgress
+    created_at: str = Field(description="ISO 8601, UTC")
+    started_at: str | None = None
+    finished_at: str | None = None
+    elapsed_s: float = Field(ge=0, description="running time so far (or in all, once finished)")
+    deadline_s: float = Field(description="the job is stopped and failed past this running time")
+    result: dict[str, Any] | None = Field(default=None, description="when succeeded: for a sweep the SweepResult "
+                                          "(rows, summary, counts; no server paths), for an emit an EmitResult")
+    error: list[ErrorItem] | None = Field(default=None, description="when failed: what went wrong, as in 4xx bodies")
+    notes: list[str] = Field(default_factory=list, description="e.g. numbers replaced by null and why")
+
+
+class JobList(_Request):
+    jobs: list[Job]
+
+
+__all__ = ["MAX_TIME_LIMIT_S", "EmitRequest", "EmitResult", "EstimateRequest", "Health", "Job", "JobList",
+           "SimulateRequest", "SolveRequest"]

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from layoutopt.bounds import MAX_SEED, MAX_SIM_REQUESTS, check_finite, check_int, check_rate_rps
 from layoutopt.errors import InputError
 from layoutopt.plan import Plan, load_plan
+from layoutopt.plan.io import check_plan_size
 from layoutopt.simulator.engine import Simulation
 from layoutopt.simulator.pools import PoolSpec, make_requests
 from layoutopt.simulator.result import SimulationResult, measured_range, summarize
@@ -51,13 +53,23 @@ def _count(rate_rps: float, num_requests: int | None, duration_s: float | None) 
     if num_requests is not None and duration_s is not None:
         raise InputError("num_requests", num_requests, "give the number of requests or a duration, not both")
     if duration_s is not None:
+        check_finite("duration_s", duration_s, "a duration in seconds > 0")
         if not duration_s > 0:
             raise InputError("duration_s", duration_s, "a duration in seconds > 0")
-        num_requests = int(np.ceil(rate_rps * duration_s))
+        arrivals = rate_rps * duration_s
+        if arrivals > MAX_SIM_REQUESTS:
+            raise InputError("duration_s", duration_s,
+                             f"at most {MAX_SIM_REQUESTS:,} requests: {arrivals:,.0f} would arrive at {rate_rps:g} req/s")
+        num_requests = int(np.ceil(arrivals))
     num_requests = DEFAULT_NUM_REQUESTS if num_requests is None else num_requests
+    if isinstance(num_requests, bool) or not isinstance(num_requests, (int, np.integer)):
+        raise InputError("num_requests", num_requests, "a whole number of requests")
     if num_requests < MIN_NUM_REQUESTS:
         raise InputError("num_requests", num_requests, f"at least {MIN_NUM_REQUESTS} requests (a longer duration)")
-    return num_requests
+    if num_requests > MAX_SIM_REQUESTS:
+        raise InputError("num_requests", num_requests,
+                         f"at most {MAX_SIM_REQUESTS:,} requests per run (memory grows with the count)")
+    return int(num_requests)
 
 
 def simulate_pools(pools: list[PoolSpec], workload: Workload, slo: SLO, *, rate_rps: float,
@@ -68,8 +80,8 @@ def simulate_pools(pools: list[PoolSpec], workload: Workload, slo: SLO, *, rate_
     ``colocated_share`` is the fraction of arrivals routed to colocated pools when a plan mixes
     colocated and disaggregated pools.
     """
-    if not rate_rps > 0:
-        raise InputError("rate_rps", rate_rps, "an arrival rate in requests/s > 0")
+    check_rate_rps("rate_rps", rate_rps)
+    check_int("seed", seed, 0, MAX_SEED, "a random seed")
     if not pools:
         raise InputError("plan.pools", [], "at least one pool")
     n = _count(rate_rps, num_requests, duration_s)
@@ -103,6 +115,7 @@ def simulate(plan: Plan | str | Path, workload: Workload | None = None, *, rate_
 
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
+    check_plan_size(plan)
     if not plan.pools:
         raise InputError("plan.pools", [], f"a plan with pools (this plan's status is {plan.status})")
     workload = workload or plan_workload(plan)
@@ -113,8 +126,9 @@ def simulate(plan: Plan | str | Path, workload: Workload | None = None, *, rate_
         raise InputError("slo", None, "an SLO: the plan records none, so pass one")
     if rate_rps is None:
         rate_rps = workload.arrival_rate_rps or (plan.totals.goodput_rps if plan.totals else None)
-    if rate_rps is None or not rate_rps > 0:
+    if rate_rps is None:
         raise InputError("rate_rps", rate_rps, "an arrival rate in requests/s > 0 (--rate)")
+    check_rate_rps("rate_rps", rate_rps)
     pools = plan_pool_specs(plan)
     return simulate_pools(pools, workload, slo, rate_rps=rate_rps, num_requests=num_requests,
                           duration_s=duration_s, seed=seed, colocated_share=_colocated_share(plan),

@@ -22,12 +22,13 @@ SolveFn = Callable[..., Plan]
 """Called with the keyword arguments of :func:`layoutopt.api.solve`; returns a Plan."""
 
 MAX_ERROR_CHARS = 500
+SECONDS_PER_HOUR = 3600.0
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its error messages
 
 
 def default_solve(**kwargs: Any) -> Plan:
-    """The real optimizer (imported when first called, so workers import it once)."""
-    from layoutopt.optimizer.solve import solve
+    """The real optimizer (imported when first called, so workers import it once), with error bands."""
+    from layoutopt.calibrate.apply import solve
 
     return solve(**kwargs)
 
@@ -68,13 +69,19 @@ def row_from_plan(cell: Cell, plan: Plan, wall_time_s: float) -> CellResult:
     totals = plan.totals
     plan_columns: dict[str, Any] = {}
     if totals is not None and plan.pools:
+        cost = totals.cost_usd_per_hour
+        # What the buyer gets is the demanded rate; a fleet can serve more than that (whole GPUs),
+        # and that spare capacity is paid for but not used.
+        served_rps = None if cell.rate_rps is None else min(cell.rate_rps, totals.goodput_rps)
         plan_columns = {
             "layout": layout_summary(plan),
             "gpus": totals.gpus,
             "gpus_by_type": " + ".join(f"{gpu}:{count}" for gpu, count in sorted(totals.gpus_by_type.items())),
             "cost_usd_per_hour": totals.cost_usd_per_hour,
             "goodput_rps": totals.goodput_rps,
-            "requests_per_usd": totals.requests_per_usd,
+            "requests_per_usd_at_demand": (served_rps * SECONDS_PER_HOUR / cost
+                                           if served_rps is not None and cost > 0 else None),
+            "requests_per_usd_at_capacity": totals.goodput_rps * SECONDS_PER_HOUR / cost if cost > 0 else None,
             "tok_per_s_per_gpu": totals.tok_per_s_per_gpu,
         }
     error = ""

@@ -107,9 +107,16 @@ def run_ray(cells: Sequence[Cell], solve_fn: SolveFn | None, address: str | None
     started_here = not ray.is_initialized()
     if started_here:
         options = {"address": address} if address else {"num_cpus": workers or default_workers()}
-        ray.init(**options, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            ray.init(**options, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise InputError("--ray-address", address, "the address of a running Ray cluster: 'auto' on a node "
+                             "that joined it with `ray start`, host:6379, or ray://head:10001",
+                             f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
     try:
-        cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
+        cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
+        if cluster_cpus < 1:
+            raise InputError("--ray-address", address, "a Ray cluster with at least one CPU for sweep tasks")
         limit = (workers or cluster_cpus) * IN_FLIGHT_PER_WORKER
         task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
         queue = list(reversed(cells))

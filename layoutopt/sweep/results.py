@@ -3,12 +3,15 @@
 The output folder holds::
 
     cells.jsonl        one CellResult per line, appended as cells finish (the resume journal)
-    results.csv        every cell of the grid, in cell order (written at the end of a run)
-    results.parquet    the same rows, typed
+    results.csv        one row per cell: rows already done first, then a row appended as each cell
+                       finishes; rewritten in grid order when the sweep ends
+    results.parquet    the same rows, typed; rewritten (atomically) at most every few seconds while
+                       the sweep runs and in grid order at the end
     plans/<cell_id>.json   the full Plan of every cell that produced one
 
-A rerun into the same folder reads ``cells.jsonl`` and skips cells whose ``cell_id`` is already
-there; a line cut short by a crash is ignored (that cell runs again).
+So an interrupted sweep leaves a readable ``results.csv`` and ``results.parquet`` of what it
+finished. A rerun into the same folder reads ``cells.jsonl`` and skips cells whose ``cell_id`` is
+already there; a line cut short by a crash is ignored (that cell runs again).
 """
 
 from __future__ import annotations
@@ -67,8 +70,14 @@ class CellResult(BaseModel):
     gpus: int | None = None
     gpus_by_type: str = Field(default="", description="e.g. 'H100-SXM:16'")
     cost_usd_per_hour: float | None = None
-    goodput_rps: float | None = None
-    requests_per_usd: float | None = None
+    goodput_rps: float | None = Field(default=None, description="capacity: the highest rate the fleet serves "
+                                      "within the SLO (at least rate_rps for min-cost cells)")
+    requests_per_usd_at_demand: float | None = Field(
+        default=None, description="requests per dollar at the demanded rate: min(rate_rps, goodput_rps) x 3600 / "
+        "cost_usd_per_hour, what the buyer gets; None without a demanded rate")
+    requests_per_usd_at_capacity: float | None = Field(
+        default=None, description="requests per dollar with the fleet run at its capacity: goodput_rps x 3600 / "
+        "cost_usd_per_hour")
     tok_per_s_per_gpu: float | None = None
     gap: float | None = Field(default=None, description="relative optimality gap; 0 when optimal")
     solve_time_s: float | None = Field(default=None, description="solver wall time the plan reports")
@@ -146,22 +155,27 @@ def _arrow_schema():
     import pyarrow as pa
 
     kinds = {"cell_index": pa.int64(), "gpus": pa.int64()}
-    floats = ("rate_rps", "cost_usd_per_hour", "goodput_rps", "requests_per_usd", "tok_per_s_per_gpu", "gap",
-              "solve_time_s", "cell_wall_time_s")
+    floats = ("rate_rps", "cost_usd_per_hour", "goodput_rps", "requests_per_usd_at_demand",
+              "requests_per_usd_at_capacity", "tok_per_s_per_gpu", "gap", "solve_time_s", "cell_wall_time_s")
     return pa.schema([(c, kinds.get(c, pa.float64() if c in floats else pa.string())) for c in COLUMNS])
 
 
-def write_parquet(rows: list[CellResult], path: str | Path) -> None:
-    """Write ``rows`` as a typed Parquet table (string, int64 and float64 columns; nulls kept)."""
+def rows_table(rows: Iterable[CellResult]):
+    """``rows`` as a typed ``pyarrow.Table`` (string, int64 and float64 columns; nulls kept)."""
     import pyarrow as pa
+
+    rows = list(rows)
+    columns = {column: [getattr(row, column) for row in rows] for column in COLUMNS}
+    return pa.Table.from_pydict(columns, schema=_arrow_schema())
+
+
+def write_parquet(rows: list[CellResult], path: str | Path) -> None:
+    """Write ``rows`` as a typed Parquet file, through a temporary file so readers never see half of it."""
     import pyarrow.parquet as pq
 
-    schema = _arrow_schema()
-    columns = {column: [getattr(row, column) for row in rows] for column in COLUMNS}
-    table = pa.Table.from_pydict(columns, schema=schema)
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
+    pq.write_table(rows_table(rows), tmp)
     tmp.replace(path)
 
 
@@ -171,6 +185,43 @@ def write_tables(rows: list[CellResult], out_dir: str | Path) -> tuple[Path, Pat
     write_atomically(out / CSV_NAME, rows_to_csv(rows))
     write_parquet(rows, out / PARQUET_NAME)
     return out / CSV_NAME, out / PARQUET_NAME
+
+
+class LiveTables:
+    """``results.csv`` with a row appended (and flushed) per finished cell, and ``results.parquet``
+    rewritten from the rows so far at most every ``parquet_every_s`` seconds.
+
+    Started with the rows already done; ``close()`` writes the last Parquet file of the rows so far.
+    """
+
+    def __init__(self, out_dir: str | Path, done: Iterable[CellResult], parquet_every_s: float = 5.0):
+        import time
+
+        self._clock = time.monotonic
+        self.out_dir = Path(out_dir)
+        self.rows = list(done)
+        self.parquet_every_s = parquet_every_s
+        write_atomically(self.out_dir / CSV_NAME, rows_to_csv(self.rows))
+        self._handle = open(self.out_dir / CSV_NAME, "a", newline="", encoding="utf-8")  # noqa: SIM115 - close()
+        self._writer = csv.writer(self._handle, lineterminator="\n")
+        self._parquet_written_s = -math.inf
+        self.write_parquet_now()
+
+    def append(self, row: CellResult) -> None:
+        self.rows.append(row)
+        self._writer.writerow([_csv_value(getattr(row, column)) for column in COLUMNS])
+        self._handle.flush()
+        if self._clock() - self._parquet_written_s >= self.parquet_every_s:
+            self.write_parquet_now()
+
+    def write_parquet_now(self) -> None:
+        write_parquet(self.rows, self.out_dir / PARQUET_NAME)
+        self._parquet_written_s = self._clock()
+
+    def close(self) -> None:
+        if not self._handle.closed:
+            self._handle.close()
+            self.write_parquet_now()
 
 
 def read_csv_rows(path: str | Path) -> list[dict[str, str]]:

@@ -20,11 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from layoutopt.errors import InputError
 from layoutopt.sweep.cell import SolveFn
 from layoutopt.sweep.executors import run_cells
-from layoutopt.sweep.results import CellResult, Journal, read_journal, write_atomically, write_tables
+from layoutopt.sweep.results import CellResult, Journal, LiveTables, read_journal, write_atomically, write_tables
 from layoutopt.sweep.spec import SweepSpec, expand_cells, load_sweep_spec
 from layoutopt.sweep.summary import JSON_NAME, MARKDOWN_NAME, SweepSummary, write_summary
 
 SPEC_COPY_NAME = "sweep.json"
+# While a sweep runs: results.parquet is rewritten at most this often, the summary (no plots) too.
+PARQUET_EVERY_S = 5.0
+SUMMARY_EVERY_S = 60.0
 
 
 class SweepResult(BaseModel):
@@ -44,6 +47,7 @@ class SweepResult(BaseModel):
     parquet_path: str
     summary_json_path: str
     summary_markdown_path: str
+    report_path: str | None = Field(default=None, description="report.md, when asked for")
     wall_time_s: float
 
 
@@ -99,9 +103,18 @@ def _load(spec: SweepSpec | str | Path, base_dir: str | Path | None) -> tuple[Sw
     raise InputError("spec", type(spec).__name__, "a SweepSpec or the path of a sweep.yaml")
 
 
+def _in_grid_order(rows: dict[str, CellResult], cells) -> list[CellResult]:
+    # A journal row may come from an earlier spec that listed the same inputs in another order or
+    # under another file name; the grid position and names are this spec's.
+    return [rows[cell.cell_id].model_copy(update={"cell_index": cell.cell_index, "workload": cell.workload_name,
+                                                  "slo": cell.slo_name}) for cell in cells if cell.cell_id in rows]
+
+
 def sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
           workers: int | None = None, solve_fn: SolveFn | None = None, progress: bool = False,
-          retry_errors: bool = False, plots: bool = True, base_dir: str | Path | None = None) -> SweepResult:
+          retry_errors: bool = False, plots: bool = True, base_dir: str | Path | None = None,
+          parquet_every_s: float = PARQUET_EVERY_S, summary_every_s: float = SUMMARY_EVERY_S,
+          report: bool = False) -> SweepResult:
     """Run the sweep ``spec`` (a ``SweepSpec`` or a ``sweep.yaml`` path) into ``out_dir``.
 
     ``executor``: ``local`` (``workers`` processes, default one per CPU; 1 runs in this process) or
@@ -110,7 +123,11 @@ def sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: str = 
     be a module-level function). Files named in a ``SweepSpec`` are read relative to ``base_dir``
     (default: the sweep file's folder, or the current folder for a ``SweepSpec``).
     Writes ``cells.jsonl``, ``results.csv``, ``results.parquet``, ``plans/``, ``summary.json``,
-    ``summary.md`` and ``plots/``.
+    ``summary.md`` and ``plots/``. While it runs, ``results.csv`` gets a row as each cell finishes,
+    ``results.parquet`` is rewritten at most every ``parquet_every_s`` seconds and the summary
+    (without plots) every ``summary_every_s`` seconds, so an interrupted sweep leaves all three
+    readable; the final files are in grid order. ``report`` also writes ``report.md``, one page
+    with the tables, plots and assumptions (prices with dates and sources, SLOs, workloads).
     """
     start_s = time.perf_counter()
     if workers is not None and workers < 1:
@@ -125,23 +142,38 @@ def sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: str = 
             if cell_id in wanted and not (retry_errors and row.status == "error")}
     num_skipped = len(rows)
     todo = [cell for cell in cells if cell.cell_id not in rows]
-    with Journal(out) as journal, _Progress(progress and bool(todo), len(todo), spec.name) as bar:
-        if todo:
-            for row, plan_json in run_cells(todo, solve_fn, executor, address, workers):
-                journal.record(row, plan_json)
-                rows[row.cell_id] = row
-                bar.advance(row)
-    # A journal row may come from an earlier spec that listed the same inputs in another order or
-    # under another file name; the grid position and names are this spec's.
-    ordered = [rows[cell.cell_id].model_copy(update={"cell_index": cell.cell_index, "workload": cell.workload_name,
-                                                     "slo": cell.slo_name}) for cell in cells]
+    if todo:
+        live = LiveTables(out, _in_grid_order(rows, cells), parquet_every_s)
+        summary_written_s = time.monotonic()
+        try:
+            with Journal(out) as journal, _Progress(progress, len(todo), spec.name) as bar:
+                for row, plan_json in run_cells(todo, solve_fn, executor, address, workers):
+                    journal.record(row, plan_json)
+                    rows[row.cell_id] = row
+                    live.append(row)
+                    bar.advance(row)
+                    if time.monotonic() - summary_written_s >= summary_every_s:
+                        write_summary(_in_grid_order(rows, cells), out, spec.name, plots=False)
+                        summary_written_s = time.monotonic()
+        finally:
+            # interrupted or not, leave the rows finished so far readable
+            live.close()
+            if len(rows) < len(cells):
+                write_summary(_in_grid_order(rows, cells), out, spec.name, plots=False)
+    ordered = _in_grid_order(rows, cells)
     csv_path, parquet_path = write_tables(ordered, out)
     summary = write_summary(ordered, out, spec.name, plots=plots)
+    report_path = None
+    if report:
+        from layoutopt.sweep.report import write_report
+
+        report_path = str(write_report(summary, cells, ordered, out))
     return SweepResult(
         name=spec.name, out_dir=str(out), rows=ordered, summary=summary, num_cells=len(cells), num_run=len(todo),
         num_skipped=num_skipped, num_errors=sum(row.status == "error" for row in ordered),
         csv_path=str(csv_path), parquet_path=str(parquet_path), summary_json_path=str(out / JSON_NAME),
-        summary_markdown_path=str(out / MARKDOWN_NAME), wall_time_s=time.perf_counter() - start_s,
+        summary_markdown_path=str(out / MARKDOWN_NAME), report_path=report_path,
+        wall_time_s=time.perf_counter() - start_s,
     )
 
 

@@ -66,11 +66,21 @@ class SolverSettings(_Frozen):
 
     time_limit_s: float = Field(default=10.0, gt=0, le=3600, description="solver wall-time limit per cell")
     mode: SolveMode = "auto"
-    engine: Literal["vllm", "sglang", "trtllm"] = "vllm"
+    engine: str = Field(default="vllm", description="vllm, vllm==0.13.0, sglang, sglang==0.5.3 or trtllm; the "
+                        "version selects the engine rules (layoutopt catalog engines)")
     precision: Literal["auto", "bf16", "fp8", "fp4"] = "auto"
     headroom: float = Field(default=0.7, gt=0, le=1, description="utilization ceiling per instance")
     gpus_path: str | None = Field(default=None, description="GPU catalog override file, relative to the sweep file")
     prices_path: str | None = Field(default=None, description="price override file, relative to the sweep file")
+
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, engine: str) -> str:
+        from layoutopt.engines import parse_engine_ref
+
+        parse_engine_ref(engine, field="solver.engine")  # an InputError (a ValueError) names what is allowed
+        return engine
 
 
 class SweepSpec(_Frozen):

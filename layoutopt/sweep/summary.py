@@ -1,13 +1,17 @@
-"""Procurement summary of a sweep: cheapest fleets, fleet options by goodput per dollar, crossovers.
+"""Procurement summary of a sweep: cheapest fleets, cheapest option by rate range, crossovers,
+fleet options by requests per dollar.
 
-Three answers, computed from the result rows alone (no solver):
+Computed from the result rows alone (no solver), with ``pyarrow.compute`` for the group-bys:
 
-- cheapest fleet: for each model, workload, SLO and rate, the ``min-cost`` cell with the lowest
-  cost in USD/h across the fleet options (budgets or GPU types);
-- comparison: for each model, workload, SLO and objective, every fleet option's requests per
-  dollar (goodput per dollar / 3600) at each rate, and its best;
-- crossovers: as the rate grows, the rates where another fleet option starts to give the most
-  requests per dollar, with the rate where the two curves cross by linear interpolation.
+- cheapest fleet: for each model, workload, SLO and swept rate, the ``min-cost`` cell with the
+  lowest cost in USD/h across the fleet options (budgets or GPU types), with its requests per
+  dollar at the demanded rate and at the fleet's capacity, and its GPUs by type;
+- cheapest option by rate range (:mod:`.steps`): cost is a step function of the rate (whole GPUs),
+  so the rates are split at the swept rates and at each fleet's capacity, never interpolated; a
+  range the swept rates do not settle is reported as such, with the options that may be cheapest;
+- crossovers: where the cheapest option changes, at one rate (a step) or between two rates;
+- comparison: for each model, workload, SLO and objective, every option's requests per dollar at
+  each rate (at the demanded rate, and at capacity).
 
 ``write_summary`` writes ``summary.json``, ``summary.md`` and the plots of :mod:`.plots`.
 """
@@ -15,19 +19,19 @@ Three answers, computed from the result rows alone (no solver):
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
-from itertools import pairwise
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from layoutopt.sweep.results import CellResult, write_atomically
+from layoutopt.sweep.results import SOLVED_STATUSES, CellResult, rows_table, write_atomically
+from layoutopt.sweep.steps import CheapestRange, Crossover, OptionSteps, cheapest_ranges, crossovers_of
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2
 JSON_NAME = "summary.json"
 MARKDOWN_NAME = "summary.md"
+SCENARIO_KEYS = ["model", "workload", "slo"]
 
 
 class _Out(BaseModel):
@@ -35,9 +39,15 @@ class _Out(BaseModel):
 
 
 class FleetOption(_Out):
+    """One option's min-cost fleet at one rate."""
+
     budget: str
     cost_usd_per_hour: float
     gpus: int
+    gpus_by_type: str = Field(description="e.g. 'H100-SXM:2'")
+    capacity_rps: float = Field(description="the highest rate this fleet serves within the SLO")
+    requests_per_usd_at_demand: float = Field(description="demanded rate x 3600 / cost")
+    requests_per_usd_at_capacity: float = Field(description="capacity x 3600 / cost")
     layout: str
 
 
@@ -55,9 +65,11 @@ class CheapestFleet(_Out):
 
 class RatePoint(_Out):
     rate_rps: float | None
-    requests_per_usd: float
-    goodput_rps: float
     cost_usd_per_hour: float
+    gpus: int
+    capacity_rps: float
+    requests_per_usd_at_demand: float | None = Field(description="None for cells without a demanded rate")
+    requests_per_usd_at_capacity: float
 
 
 class OptionComparison(_Out):
@@ -69,27 +81,10 @@ class OptionComparison(_Out):
     objective: str
     budget: str
     points: list[RatePoint]
-    best_requests_per_usd: float | None
-    num_wins: int = Field(description="rates at which this option gives the most requests per dollar")
-
-
-class Crossover(_Out):
-    """As the rate grows from ``below_rate_rps`` to ``at_rate_rps``, ``to_budget`` overtakes ``from_budget``.
-
-    ``metric``: ``cost_usd_per_hour`` (it becomes the cheapest fleet; min-cost cells) or
-    ``requests_per_usd`` (it starts to give the most requests per dollar).
-    """
-
-    metric: Literal["cost_usd_per_hour", "requests_per_usd"]
-    model: str
-    workload: str
-    slo: str
-    objective: str
-    from_budget: str
-    to_budget: str
-    below_rate_rps: float
-    at_rate_rps: float
-    interpolated_rate_rps: float | None = Field(description="where the two options' lines cross (linear)")
+    best_requests_per_usd_at_demand: float | None
+    best_requests_per_usd_at_capacity: float | None
+    num_wins: int = Field(description="rates at which this option gives the most requests per dollar at the "
+                          "demanded rate (at capacity for cells without a rate)")
 
 
 class SweepSummary(_Out):
@@ -98,197 +93,141 @@ class SweepSummary(_Out):
     num_cells: int
     status_counts: dict[str, int]
     cheapest_fleets: list[CheapestFleet]
-    comparisons: list[OptionComparison]
+    cheapest_ranges: list[CheapestRange]
     crossovers: list[Crossover]
+    comparisons: list[OptionComparison]
     plots: list[str] = Field(default_factory=list, description="plot files, relative to the output folder")
 
 
-def _order(values: Sequence[str]) -> list[str]:
-    """Distinct values in first-seen order."""
-    return list(dict.fromkeys(values))
+def _solved(table):
+    """The rows with a plan (a solved status and a cost)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    solved = pc.is_in(table["status"], value_set=pa.array(SOLVED_STATUSES))
+    return table.filter(pc.and_(solved, pc.is_valid(table["cost_usd_per_hour"])))
 
 
-def _cheapest_fleets(rows: Sequence[CellResult]) -> list[CheapestFleet]:
-    groups: dict[tuple, list[CellResult]] = defaultdict(list)
-    for row in rows:
-        if row.objective == "min-cost" and row.rate_rps is not None:
-            groups[(row.model, row.workload, row.slo, row.rate_rps)].append(row)
+def _min_cost_rows(table):
+    import pyarrow.compute as pc
+
+    return table.filter(pc.and_(pc.equal(table["objective"], "min-cost"), pc.is_valid(table["rate_rps"])))
+
+
+def _fleet_option(row: dict) -> FleetOption:
+    return FleetOption(budget=row["budget"], cost_usd_per_hour=row["cost_usd_per_hour"], gpus=row["gpus"] or 0,
+                       gpus_by_type=row["gpus_by_type"], capacity_rps=row["goodput_rps"],
+                       requests_per_usd_at_demand=row["requests_per_usd_at_demand"],
+                       requests_per_usd_at_capacity=row["requests_per_usd_at_capacity"], layout=row["layout"])
+
+
+def _cheapest_fleets(table) -> list[CheapestFleet]:
+    keys = [*SCENARIO_KEYS, "rate_rps"]
+    min_cost = _min_cost_rows(table)
+    # Cheapest first within each group; ties go to fewer GPUs, then to grid order.
+    solved = _solved(min_cost).sort_by([*((k, "ascending") for k in keys), ("cost_usd_per_hour", "ascending"),
+                                        ("gpus", "ascending"), ("cell_index", "ascending")])
+    options: dict[tuple, list[FleetOption]] = defaultdict(list)
+    for row in solved.to_pylist():
+        options[tuple(row[k] for k in keys)].append(_fleet_option(row))
+    # every (scenario, rate) with the budgets that hold no plan there, in grid order
+    grouped = min_cost.sort_by([("cell_index", "ascending")]).group_by(keys, use_threads=False).aggregate(
+        [("budget", "list"), ("status", "list"), ("cost_usd_per_hour", "list")])
     fleets = []
-    for (model, workload, slo, rate), members in groups.items():
-        solved = sorted((r for r in members if r.has_plan),
-                        key=lambda r: (r.cost_usd_per_hour, r.gpus or 0, r.cell_index))
-        options = [FleetOption(budget=r.budget, cost_usd_per_hour=r.cost_usd_per_hour, gpus=r.gpus or 0,
-                               layout=r.layout) for r in solved]
-        fleets.append(CheapestFleet(model=model, workload=workload, slo=slo, rate_rps=rate,
-                                    best=options[0] if options else None, options=options,
-                                    infeasible_budgets=[r.budget for r in members if not r.has_plan]))
+    for group in grouped.to_pylist():
+        key = tuple(group[k] for k in keys)
+        solved_budgets = {o.budget for o in options.get(key, [])}
+        infeasible = [b for b in group["budget_list"] if b not in solved_budgets]
+        found = options.get(key, [])
+        fleets.append(CheapestFleet(model=key[0], workload=key[1], slo=key[2], rate_rps=key[3],
+                                    best=found[0] if found else None, options=found,
+                                    infeasible_budgets=infeasible))
     return sorted(fleets, key=lambda f: (f.model, f.workload, f.slo, f.rate_rps))
 
 
-def _scenarios(rows: Sequence[CellResult]) -> dict[tuple, list[CellResult]]:
-    groups: dict[tuple, list[CellResult]] = defaultdict(list)
-    for row in rows:
-        groups[(row.model, row.workload, row.slo, row.objective)].append(row)
-    return groups
+def _rate_order(rate: float | None) -> tuple[bool, float]:
+    return rate is None, rate or 0.0
 
 
-def _winners(members: Sequence[CellResult], metric: str = "requests_per_usd") -> dict[float | None, CellResult]:
-    """The best row at each rate: most requests per dollar, or (metric cost) the cheapest.
+def _comparisons(table) -> list[OptionComparison]:
+    import pyarrow.compute as pc
 
-    Ties go to the cheaper row, then to grid order.
-    """
-    best: dict[float | None, CellResult] = {}
-
-    def rank(row: CellResult) -> tuple:
-        lead = -row.requests_per_usd if metric == "requests_per_usd" else row.cost_usd_per_hour
-        return lead, row.cost_usd_per_hour, row.cell_index
-
-    for row in members:
-        if not row.has_plan or row.requests_per_usd is None:
-            continue
-        incumbent = best.get(row.rate_rps)
-        if incumbent is None or rank(row) < rank(incumbent):
-            best[row.rate_rps] = row
-    return best
-
-
-def _comparisons(rows: Sequence[CellResult]) -> list[OptionComparison]:
+    keys = [*SCENARIO_KEYS, "objective"]
+    solved = _solved(table)
+    # the figure an option wins on: requests per dollar at the demanded rate, at capacity without a rate
+    score = pc.coalesce(solved["requests_per_usd_at_demand"], solved["requests_per_usd_at_capacity"])
+    solved = solved.append_column("score", score)
+    # best score per (scenario, objective, rate); a null rate is its own group
+    best = solved.group_by([*keys, "rate_rps"], use_threads=False).aggregate([("score", "max")])
+    best_at = {tuple(r[k] for k in [*keys, "rate_rps"]): r["score_max"] for r in best.to_pylist()}
+    points: dict[tuple, list[RatePoint]] = defaultdict(list)
+    wins: dict[tuple, int] = defaultdict(int)
+    won_rates: set[tuple] = set()
+    for row in solved.sort_by([("cost_usd_per_hour", "ascending"), ("cell_index", "ascending")]).to_pylist():
+        key = tuple(row[k] for k in keys)
+        points[(*key, row["budget"])].append(RatePoint(
+            rate_rps=row["rate_rps"], cost_usd_per_hour=row["cost_usd_per_hour"], gpus=row["gpus"] or 0,
+            capacity_rps=row["goodput_rps"], requests_per_usd_at_demand=row["requests_per_usd_at_demand"],
+            requests_per_usd_at_capacity=row["requests_per_usd_at_capacity"]))
+        rate_key = (*key, row["rate_rps"])
+        # one win per rate: the cheapest row among those with the best score (rows come cheapest first)
+        if rate_key not in won_rates and row["score"] >= best_at[rate_key] * (1 - 1e-12):
+            won_rates.add(rate_key)
+            wins[(*key, row["budget"])] += 1
     comparisons = []
-    for (model, workload, slo, objective), members in _scenarios(rows).items():
-        wins = Counter(row.budget for row in _winners(members).values())
-        for budget in _order([r.budget for r in members]):
-            points = [RatePoint(rate_rps=r.rate_rps, requests_per_usd=r.requests_per_usd, goodput_rps=r.goodput_rps,
-                                cost_usd_per_hour=r.cost_usd_per_hour)
-                      for r in members if r.budget == budget and r.has_plan and r.requests_per_usd is not None]
-            points.sort(key=lambda p: (p.rate_rps is None, p.rate_rps or 0.0))
+    budgets_in_order = table.sort_by([("cell_index", "ascending")]).group_by(keys, use_threads=False).aggregate(
+        [("budget", "distinct")])
+    for group in budgets_in_order.to_pylist():
+        key = tuple(group[k] for k in keys)
+        for budget in group["budget_distinct"]:
+            found = sorted(points.get((*key, budget), []), key=lambda p: _rate_order(p.rate_rps))
+            at_demand = [p.requests_per_usd_at_demand for p in found if p.requests_per_usd_at_demand is not None]
             comparisons.append(OptionComparison(
-                model=model, workload=workload, slo=slo, objective=objective, budget=budget, points=points,
-                best_requests_per_usd=max((p.requests_per_usd for p in points), default=None),
-                num_wins=wins.get(budget, 0)))
+                model=key[0], workload=key[1], slo=key[2], objective=key[3], budget=budget, points=found,
+                best_requests_per_usd_at_demand=max(at_demand, default=None),
+                best_requests_per_usd_at_capacity=max((p.requests_per_usd_at_capacity for p in found), default=None),
+                num_wins=wins.get((*key, budget), 0)))
     return comparisons
 
 
-def _value_at(members: Sequence[CellResult], budget: str, rate: float, metric: str) -> float | None:
-    """The advantage score of ``budget`` at ``rate``: requests per dollar, or minus the cost."""
-    for row in members:
-        if row.budget == budget and row.rate_rps == rate and row.has_plan:
-            return row.requests_per_usd if metric == "requests_per_usd" else -row.cost_usd_per_hour
-    return None
-
-
-def _crossovers_of(key: tuple[str, str, str, str], members: Sequence[CellResult], metric: str) -> list[Crossover]:
-    found = []
-    winners = _winners(members, metric)
-    rates = sorted(rate for rate in winners if rate is not None)
-    for low, high in pairwise(rates):
-        old, new = winners[low].budget, winners[high].budget
-        if old == new:
-            continue
-        interpolated = None
-        before = (_value_at(members, new, low, metric), _value_at(members, old, low, metric))
-        after = (_value_at(members, new, high, metric), _value_at(members, old, high, metric))
-        if None not in before and None not in after:
-            gap_low, gap_high = before[0] - before[1], after[0] - after[1]
-            if gap_low <= 0 < gap_high:
-                interpolated = low + (high - low) * (-gap_low) / (gap_high - gap_low)
-        model, workload, slo, objective = key
-        found.append(Crossover(metric=metric, model=model, workload=workload, slo=slo, objective=objective,
-                               from_budget=old, to_budget=new, below_rate_rps=low, at_rate_rps=high,
-                               interpolated_rate_rps=interpolated))
-    return found
-
-
-def _crossovers(rows: Sequence[CellResult]) -> list[Crossover]:
-    """Crossovers of the cheapest fleet (min-cost cells), then of requests per dollar per objective."""
-    found = []
-    for key, members in _scenarios(rows).items():
-        if key[3] == "min-cost":
-            found += _crossovers_of(key, members, "cost_usd_per_hour")
-    for key, members in _scenarios(rows).items():
-        found += _crossovers_of(key, members, "requests_per_usd")
-    return found
+def option_steps(rows: Sequence[CellResult]) -> dict[tuple[str, str, str], list[OptionSteps]]:
+    """Per scenario (model, workload, SLO), each option's min-cost points, options in grid order."""
+    table = _min_cost_rows(rows_table(rows)).sort_by([("cell_index", "ascending")])
+    found: dict[tuple[str, str, str], dict[str, list[dict]]] = defaultdict(dict)
+    for row in table.to_pylist():
+        found[tuple(row[k] for k in SCENARIO_KEYS)].setdefault(row["budget"], []).append(row)
+    return {key: [OptionSteps.from_rows(budget, members) for budget, members in by_budget.items()]
+            for key, by_budget in found.items()}
 
 
 def summarize(rows: Sequence[CellResult], name: str = "sweep") -> SweepSummary:
     """The procurement summary of ``rows`` (plots not drawn; see ``write_summary``)."""
-    return SweepSummary(name=name, num_cells=len(rows), status_counts=dict(Counter(r.status for r in rows)),
-                        cheapest_fleets=_cheapest_fleets(rows), comparisons=_comparisons(rows),
-                        crossovers=_crossovers(rows))
+    import pyarrow.compute as pc
 
-
-def _rate_text(rate: float | None) -> str:
-    return "max" if rate is None else f"{rate:g}"
-
-
-def _md_table(header: list[str], body: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + ["| " + " | ".join(cells) + " |" for cells in body]
-
-
-def render_markdown(summary: SweepSummary) -> str:
-    """``summary.md``: the three answers as tables, then the plots."""
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.status_counts.items()))
-    lines = [f"# Sweep {summary.name}: procurement summary", "", f"{summary.num_cells} cells: {counts}.", ""]
-    lines += ["## Cheapest fleet per rate (min-cost cells)", ""]
-    if summary.cheapest_fleets:
-        body = []
-        for fleet in summary.cheapest_fleets:
-            best = fleet.best
-            cells = [fleet.model, fleet.workload, fleet.slo, f"{fleet.rate_rps:g}"]
-            cells += ([best.budget, f"{best.cost_usd_per_hour:,.2f}", str(best.gpus), best.layout] if best
-                      else ["none holds the SLO", "-", "-", "-"])
-            body.append(cells)
-        lines += _md_table(["model", "workload", "SLO", "rate [req/s]", "cheapest option", "cost [USD/h]",
-                            "GPUs", "layout"], body)
-    else:
-        lines.append("No min-cost cells in this sweep (add `min-cost` to `objectives`).")
-    lines += ["", "## Fleet options by requests per dollar", "",
-              "Requests per dollar = goodput [req/s] x 3600 / cost [USD/h]; the best option at each rate is in bold.",
-              ""]
-    scenarios: dict[tuple, list[OptionComparison]] = defaultdict(list)
-    for comparison in summary.comparisons:
-        scenarios[(comparison.model, comparison.workload, comparison.slo, comparison.objective)].append(comparison)
-    for (model, workload, slo, objective), options in scenarios.items():
-        rates = sorted({p.rate_rps for o in options for p in o.points}, key=lambda r: (r is None, r or 0.0))
-        best_at = {rate: max(p.requests_per_usd for o in options for p in o.points if p.rate_rps == rate)
-                   for rate in rates}
-        lines += [f"### {model}, {workload}, {slo}, {objective}", ""]
-        body = []
-        for option in options:
-            by_rate = {p.rate_rps: p.requests_per_usd for p in option.points}
-            cells = [option.budget]
-            for rate in rates:
-                value = by_rate.get(rate)
-                text = "-" if value is None else f"{value:,.0f}"
-                cells.append(f"**{text}**" if value is not None and value == best_at[rate] else text)
-            body.append(cells + [str(option.num_wins)])
-        lines += _md_table(["option", *(f"{_rate_text(r)} req/s" for r in rates), "wins"], body) + [""]
-    lines += ["## Crossovers", ""]
-    if summary.crossovers:
-        for c in summary.crossovers:
-            where = (f"; the lines cross near {c.interpolated_rate_rps:.3g} req/s"
-                     if c.interpolated_rate_rps is not None else "")
-            what = ("becomes cheaper than" if c.metric == "cost_usd_per_hour"
-                    else "gives more requests per dollar than")
-            lines.append(f"- {c.model}, {c.workload}, {c.slo}, {c.objective}: {c.to_budget} {what} "
-                         f"{c.from_budget} between {c.below_rate_rps:g} and {c.at_rate_rps:g} req/s{where}.")
-    else:
-        lines.append("No crossovers: the same option is the cheapest and gives the most requests per dollar "
-                     "at every rate swept.")
-    if summary.plots:
-        lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in summary.plots]
-    return "\n".join(lines) + "\n"
+    table = rows_table(rows)
+    counts = pc.value_counts(table["status"]).to_pylist() if table.num_rows else []
+    ranges: list[CheapestRange] = []
+    crossovers: list[Crossover] = []
+    for key, options in option_steps(rows).items():
+        found = cheapest_ranges(key, options)
+        ranges += found
+        crossovers += crossovers_of(found)
+    return SweepSummary(name=name, num_cells=len(rows), status_counts={c["values"]: c["counts"] for c in counts},
+                        cheapest_fleets=_cheapest_fleets(table), cheapest_ranges=ranges, crossovers=crossovers,
+                        comparisons=_comparisons(table))
 
 
 def write_summary(rows: Sequence[CellResult], out_dir: str | Path, name: str = "sweep",
                   plots: bool = True) -> SweepSummary:
-    """Write ``summary.json``, ``summary.md`` and (with ``plots``) PNG plots under ``out_dir/plots``."""
+    """Write ``summary.json``, ``summary.md`` and (with ``plots``) SVG and PNG plots under ``out_dir/plots``."""
+    from layoutopt.sweep.markdown import render_markdown
+
     out = Path(out_dir)
     summary = summarize(rows, name)
     if plots:
         from layoutopt.sweep.plots import draw_plots
 
-        summary = summary.model_copy(update={"plots": draw_plots(summary, out)})
+        summary = summary.model_copy(update={"plots": draw_plots(summary, option_steps(rows), out)})
     write_atomically(out / JSON_NAME, json.dumps(summary.model_dump(mode="json"), indent=2) + "\n")
     write_atomically(out / MARKDOWN_NAME, render_markdown(summary))
     return summary

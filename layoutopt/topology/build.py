@@ -39,7 +39,7 @@ GBIT_PER_GB = 8.0
 def load_cluster(path: str | Path, catalog: HardwareCatalog | None = None) -> Cluster:
     """Read the cluster file at ``path`` and resolve it against ``catalog`` (built-in by default)."""
     path = Path(path)
-    data = read_yaml(path)
+    data = read_yaml(path, "cluster")
     if not isinstance(data, dict):
         raise InputError(str(path), type(data).__name__, "a mapping with racks: (see layoutopt.topology.spec)")
     try:

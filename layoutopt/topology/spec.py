@@ -38,19 +38,25 @@ the nodes per domain. Bandwidths are per direction. Every model is frozen and re
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from layoutopt.hardware_catalog.schemas import NodeType
+from layoutopt.hardware_catalog.schemas import MAX_GBIT_PER_S, MAX_GPUS_PER_NODE, NodeType
 
 # Names become graph vertices and CUDA_VISIBLE_DEVICES prefixes ("node:0,1"), so keep them plain.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEFAULT_LEAF_LATENCY_US = 2.0
 DEFAULT_SPINE_LATENCY_US = 1.0
+# Upper bounds far above real fabrics, so a typo is an error rather than an overflow.
+MAX_OVERSUBSCRIPTION = 1e4
+MAX_CLUSTER_NODES = 100_000
+MAX_LATENCY_US = 1e7
+GpuIndex = Annotated[int, Field(ge=0, lt=MAX_GPUS_PER_NODE)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def _check_name(value: str) -> str:
@@ -63,10 +69,10 @@ class NodeGroupSpec(_Frozen):
     """``count`` nodes of one type in one rack, with optional names and NIC overrides."""
 
     type: str = Field(description="node type: a catalog name (hgx-h100-8) or an inline node_types row")
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=MAX_CLUSTER_NODES)
     names: list[str] | None = Field(default=None, description="node names, one per node")
-    nics_per_gpu: float | None = Field(default=None, gt=0, description="overrides nics_per_node / gpus_per_node")
-    nic_gbit_per_s: float | None = Field(default=None, gt=0, description="overrides the speed of one NIC")
+    nics_per_gpu: float | None = Field(default=None, gt=0, le=MAX_GPUS_PER_NODE, description="overrides nics_per_node / gpus_per_node")
+    nic_gbit_per_s: float | None = Field(default=None, gt=0, le=MAX_GBIT_PER_S, description="overrides the speed of one NIC")
 
     @field_validator("names")
     @classmethod
@@ -87,9 +93,9 @@ class RackSpec(_Frozen):
 
     name: str
     nodes: list[NodeGroupSpec] = Field(min_length=1)
-    oversubscription: float | None = Field(default=None, ge=1, description="overrides network.oversubscription")
+    oversubscription: float | None = Field(default=None, ge=1, le=MAX_OVERSUBSCRIPTION, description="overrides network.oversubscription")
     uplink_gbit_per_s: float | None = Field(
-        default=None, gt=0, description="leaf -> spine capacity per direction; default: rack NIC total / ratio"
+        default=None, gt=0, le=MAX_GBIT_PER_S, description="leaf -> spine capacity per direction; default: rack NIC total / ratio"
     )
 
     _name = field_validator("name")(_check_name)
@@ -98,17 +104,17 @@ class RackSpec(_Frozen):
 class NetworkSpec(_Frozen):
     """The scale-out fabric: a leaf per rack and a spine joining the leaves."""
 
-    oversubscription: float = Field(default=1.0, ge=1, description="leaf downlink : uplink bandwidth ratio")
-    leaf_latency_us: float = Field(default=DEFAULT_LEAF_LATENCY_US, ge=0, description="NIC -> leaf, one hop")
-    spine_latency_us: float = Field(default=DEFAULT_SPINE_LATENCY_US, ge=0, description="leaf -> spine, one hop")
+    oversubscription: float = Field(default=1.0, ge=1, le=MAX_OVERSUBSCRIPTION, description="leaf downlink : uplink bandwidth ratio")
+    leaf_latency_us: float = Field(default=DEFAULT_LEAF_LATENCY_US, ge=0, le=MAX_LATENCY_US, description="NIC -> leaf, one hop")
+    spine_latency_us: float = Field(default=DEFAULT_SPINE_LATENCY_US, ge=0, le=MAX_LATENCY_US, description="leaf -> spine, one hop")
 
 
 class UnavailableSpec(_Frozen):
     """GPUs the placement must not use: whole nodes down, GPUs in use by others, failed GPUs."""
 
     nodes_down: list[str] = Field(default_factory=list)
-    gpus_in_use: dict[str, list[int]] = Field(default_factory=dict, description="node -> GPU indices")
-    gpus_down: dict[str, list[int]] = Field(default_factory=dict, description="node -> GPU indices")
+    gpus_in_use: dict[str, list[GpuIndex]] = Field(default_factory=dict, description="node -> GPU indices")
+    gpus_down: dict[str, list[GpuIndex]] = Field(default_factory=dict, description="node -> GPU indices")
 
 
 class ClusterSpec(_Frozen):
@@ -119,6 +125,13 @@ class ClusterSpec(_Frozen):
     network: NetworkSpec = NetworkSpec()
     racks: list[RackSpec] = Field(min_length=1)
     unavailable: UnavailableSpec = UnavailableSpec()
+
+    @model_validator(mode="after")
+    def _check_size(self) -> ClusterSpec:
+        nodes = sum(group.count for rack in self.racks for group in rack.nodes)
+        if nodes > MAX_CLUSTER_NODES:
+            raise ValueError(f"a cluster may hold at most {MAX_CLUSTER_NODES:,} nodes; this one lists {nodes:,}")
+        return self
 
     @model_validator(mode="after")
     def _check_unique_racks(self) -> ClusterSpec:

@@ -12,6 +12,7 @@ from statistics import NormalDist
 from typing import Annotated, Any, Literal, Union
 
 import numpy as np
+from layoutopt.bounds import MAX_TOKENS, TokenCount
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
 # z such that Phi(z) = 0.9, to turn a lognormal's p90 into its sigma.
@@ -19,7 +20,8 @@ _Z90 = 1.2815515655446004
 # Largest p90 / mean of any lognormal: p90 / mean = exp(z s - s^2 / 2) peaks at s = z.
 MAX_LOGNORMAL_P90_OVER_MEAN = math.exp(_Z90**2 / 2)  # about 2.27
 
-PositiveTokens = Annotated[int, Field(ge=1)]
+# 1 .. 2^31 - 1 tokens, never true/false (see layoutopt.bounds)
+PositiveTokens = TokenCount
 
 
 def _check_q(q: float) -> float:
@@ -43,7 +45,7 @@ class _DerivedArrays:
 
 
 class _Dist(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class FixedLength(_Dist):
@@ -143,8 +145,8 @@ class LognormalLength(_Dist):
     """
 
     kind: Literal["lognormal"] = "lognormal"
-    mean: float = Field(gt=0, allow_inf_nan=False, description="mean length in tokens")
-    p90: float = Field(gt=0, allow_inf_nan=False, description="90th-percentile length in tokens")
+    mean: float = Field(gt=0, le=MAX_TOKENS, allow_inf_nan=False, description="mean length in tokens")
+    p90: float = Field(gt=0, le=MAX_TOKENS, allow_inf_nan=False, description="90th-percentile length in tokens")
     max_tokens: PositiveTokens | None = Field(default=None, description="lengths above this are clipped to it")
 
     @field_validator("p90")

@@ -27,9 +27,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from layoutopt import io_safe
 from layoutopt.errors import InputError, closest_matches
 from layoutopt.workloads.distributions import DISTRIBUTION_KINDS, LognormalLength
 from layoutopt.workloads.presets import preset_workload
@@ -67,7 +67,10 @@ def input_error_from_validation(error: ValidationError, prefix: str) -> InputErr
     problems = error.errors()
     first = problems[0]
     field = prefix
-    for part in first["loc"]:
+    loc = list(first["loc"])
+    if "[key]" in loc and not isinstance(loc[loc.index("[key]") - 1], str):
+        loc = loc[: loc.index("[key]") - 1]  # a key that is no name (true, 90): name the mapping
+    for part in loc:
         if isinstance(part, int):
             field += f"[{part}]"
         elif part != "[key]" and not str(part).startswith("function-"):
@@ -98,44 +101,9 @@ def _require_mapping(value: Any, field: str, example: str) -> dict:
     return value
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping instead of keeping the last."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, (str, int, float, bool)):
-                continue  # SafeLoader itself reports unhashable keys
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def read_yaml(path: str | Path, field: str) -> Any:
-    """Parse a YAML file; a missing file or a syntax error is an ``InputError`` with the line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(field, str(path), "an existing YAML file", "no such file") from None
-    except IsADirectoryError:
-        raise InputError(field, str(path), "a YAML file, not a directory") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(field, str(path), "a readable UTF-8 YAML file", str(error)) from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise InputError(field, str(path), "valid YAML", f"{where}{problem}") from None
-    if data is None:
-        raise InputError(field, str(path), "a YAML mapping", "the file is empty")
-    return data
+    """Parse a YAML file through the shared reader (:func:`layoutopt.io_safe.read_yaml`)."""
+    return io_safe.read_yaml(path, field)
 
 
 def _unwrap(data: Any, key: str) -> Any:

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from layoutopt.bounds import NotBool
+
 _KEY_FORMAT = "percentile keys look like p50, p90, p99 or p99.9"
 
 
@@ -32,21 +34,39 @@ def _percentile_key(key: Any) -> str:
 
 
 PercentileKey = Annotated[str, BeforeValidator(_percentile_key)]
-LatencyTargetMs = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+LatencyTargetMs = Annotated[float, NotBool, Field(gt=0, allow_inf_nan=False)]
+
+
+def _one_key_per_percentile(targets: Any) -> Any:
+    """Refuse ``{p90: .., P90: ..}`` (or ``p90`` and ``p90.0``): both name one percentile."""
+    if isinstance(targets, dict):
+        seen: dict[float, Any] = {}
+        for key in targets:
+            try:
+                pct = percentile_of_key(key)
+            except ValueError:
+                continue  # the key validator reports it
+            if pct in seen:
+                raise ValueError(f"{seen[pct]!r} and {key!r} name the same percentile; give it once")
+            seen[pct] = key
+    return targets
+
+
+Targets = Annotated[dict[PercentileKey, LatencyTargetMs], BeforeValidator(_one_key_per_percentile)]
 
 
 class SLO(BaseModel):
     """Latency targets, e.g. ``ttft_ms: {p90: 1000}``, ``tpot_ms: {p90: 30}``, ``attainment: 0.9``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    ttft_ms: dict[PercentileKey, LatencyTargetMs] = Field(
+    ttft_ms: Targets = Field(
         description="percentile -> time to first token target in ms"
     )
-    tpot_ms: dict[PercentileKey, LatencyTargetMs] = Field(
+    tpot_ms: Targets = Field(
         description="percentile -> time per output token target in ms"
     )
-    attainment: float = Field(default=0.9, gt=0, le=1, description="fraction of requests that must meet both")
+    attainment: Annotated[float, NotBool] = Field(default=0.9, gt=0, le=1, description="fraction of requests that must meet both")
 
     @field_validator("ttft_ms", "tpot_ms")
     @classmethod

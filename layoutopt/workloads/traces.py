@@ -11,12 +11,14 @@ underscores, and common aliases are accepted (see ``INPUT_COLUMNS`` and ``OUTPUT
 from __future__ import annotations
 
 import csv
-import json
+import io
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from layoutopt.bounds import MAX_TOKENS, MAX_TRACE_BYTES, MAX_TRACE_REQUESTS
 from layoutopt.errors import InputError
+from layoutopt.io_safe import parse_json_text, read_text
 
 INPUT_COLUMNS = (
     "input_tokens", "isl", "prompt_tokens", "input_length", "input_len", "prompt_length", "prompt_len",
@@ -28,7 +30,7 @@ OUTPUT_COLUMNS = (
 )
 TRACE_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".json")
 
-_ALLOWED_VALUE = "a whole number of tokens >= 1"
+_ALLOWED_VALUE = f"a whole number of tokens in 1..{MAX_TOKENS:,}"
 
 
 def _normalize(column: str) -> str:
@@ -65,32 +67,28 @@ def _token_count(raw: Any, field: str) -> int:
                 raise InputError(field, raw, _ALLOWED_VALUE) from None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
         raise InputError(field, raw, _ALLOWED_VALUE)
     return value
 
 
-def _csv_rows(path: Path, field: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        # '#' lines are comments (a note on where the trace came from); blank them to keep line numbers
-        lines = ("\n" if line.lstrip().startswith("#") else line for line in handle)
-        reader = csv.reader(lines)
-        header: list[str] | None = None
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue
-            if header is None:
-                header = [cell.strip() for cell in row]
-                continue
-            yield reader.line_num, dict(zip(header, row))
-def _jsonl_rows(path: Path, field: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8-sig") as handle:
-        text = handle.read()
+def _csv_rows(text: str, path: Path, field: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    # '#' lines are comments (a note on where the trace came from); blank them to keep line numbers
+    lines = ("\n" if line.lstrip().startswith("#") else line for line in io.StringIO(text, newline=""))
+    reader = csv.reader(lines)
+    header: list[str] | None = None
+    for row in reader:
+        if not any(cell.strip() for cell in row):
+            continue
+        if header is None:
+            header = [cell.strip() for cell in row]
+            continue
+        yield reader.line_num, dict(zip(header, row))
+
+
+def _jsonl_rows(text: str, path: Path, field: str) -> Iterator[tuple[int, dict[str, Any]]]:
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InputError(field, str(path), "valid JSON", f"line {error.lineno}: {error.msg}") from None
+        records = parse_json_text(text, field, str(path))
         for index, record in enumerate(records, start=1):
             yield index, record
         return
@@ -98,9 +96,9 @@ def _jsonl_rows(path: Path, field: str) -> Iterator[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            yield line_no, json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(field, str(path), "one JSON object per line", f"line {line_no}: {error.msg}") from None
+            yield line_no, parse_json_text(line, field, str(path))
+        except InputError as error:
+            raise InputError(field, str(path), "one JSON object per line", f"line {line_no}: {error.hint}") from None
 
 
 def load_trace(path: str | Path, field: str = "trace") -> list[tuple[int, int]]:
@@ -115,11 +113,15 @@ def load_trace(path: str | Path, field: str = "trace") -> list[tuple[int, int]]:
         raise InputError(field, str(path), f"a trace file ending in {', '.join(TRACE_SUFFIXES)}")
     if not path.is_file():
         raise InputError(field, str(path), "an existing trace file", "no such file")
-    rows = _csv_rows(path, field) if suffix == ".csv" else _jsonl_rows(path, field)
+    text = read_text(path, field, "trace file", max_bytes=MAX_TRACE_BYTES)
+    rows = _csv_rows(text, path, field) if suffix == ".csv" else _jsonl_rows(text, path, field)
     pairs: list[tuple[int, int]] = []
     columns: tuple[str, str] | None = None
     try:
         for line_no, row in rows:
+            if len(pairs) == MAX_TRACE_REQUESTS:
+                raise InputError(field, str(path), f"a trace of at most {MAX_TRACE_REQUESTS:,} requests",
+                                 "sample it down, e.g. every n-th row: the length distributions keep their shape")
             where = f"{field}[{path.name}:{line_no}]"
             if not isinstance(row, dict):
                 raise InputError(where, row, "an object with input_tokens and output_tokens")

@@ -29,7 +29,7 @@ def _is_pair(pair: Any) -> bool:
 class Workload(BaseModel):
     """What the service must handle. ``arrival_rate_rps`` None means: find the highest rate."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = "custom"
     # Declared first so a bad pair is the error reported, not the marginals derived from it.
@@ -140,3 +140,20 @@ class Workload(BaseModel):
             "arrival_rate_rps": self.arrival_rate_rps,
             "prefix_cache_hit_fraction": self.prefix_cache_hit_fraction,
         }
+
+
+def check_fits_context(workload: Workload, max_context_tokens: int, model: str, field: str = "workload") -> None:
+    """Refuse a workload whose requests do not fit the model's context (``max_position_embeddings``).
+
+    A request needs input + output tokens of context. Fixed lengths are checked exactly; for a
+    distribution its 90th percentiles (summed, so a little conservative): a workload whose p90
+    request cannot be served is not one the engine would run.
+    """
+    from layoutopt.bounds import check_context_length
+
+    if workload.input_tokens.kind == "fixed" and workload.output_tokens.kind == "fixed":
+        shown_in, shown_out = workload.input_tokens.tokens, workload.output_tokens.tokens
+    else:
+        shown_in = workload.input_tokens.quantile_tokens(0.9)
+        shown_out = workload.output_tokens.quantile_tokens(0.9)
+    check_context_length(field, shown_in, max_context_tokens, model, output_tokens=shown_out)

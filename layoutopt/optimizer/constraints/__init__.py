@@ -10,13 +10,14 @@ from layoutopt.optimizer.constraints.capacity import ColocatedCapacity, DecodeCa
 from layoutopt.optimizer.constraints.cluster import DisaggregatedInOneRack, DomainPacking
 from layoutopt.optimizer.constraints.cost_cap import CostCap
 from layoutopt.optimizer.constraints.distinct import ExcludePlanStructure
+from layoutopt.optimizer.constraints.engine_pairs import EnginePairs
 from layoutopt.optimizer.constraints.gpu_budget import GpuBudget
 from layoutopt.optimizer.constraints.kv_transfer import KvTransferBandwidth
 from layoutopt.optimizer.constraints.mode import ModeChoice
 from layoutopt.optimizer.constraints.rate import RateBalance
 
 __all__ = [
-    "ColocatedCapacity", "CostCap", "DecodeCapacity", "DisaggregatedInOneRack", "DomainPacking",
+    "ColocatedCapacity", "CostCap", "DecodeCapacity", "DisaggregatedInOneRack", "DomainPacking", "EnginePairs",
     "ExcludePlanStructure", "GpuBudget",
     "KvTransferBandwidth", "ModeChoice", "PrefillCapacity", "RateBalance", "default_constraints",
 ]
@@ -25,4 +26,5 @@ __all__ = [
 def default_constraints() -> list:
     """The constraint families of every solve."""
     return [GpuBudget(), CostCap(), PrefillCapacity(), DecodeCapacity(), ColocatedCapacity(),
-            RateBalance(), KvTransferBandwidth(), ModeChoice(), DomainPacking(), DisaggregatedInOneRack()]
+            RateBalance(), KvTransferBandwidth(), ModeChoice(), DomainPacking(), DisaggregatedInOneRack(),
+            EnginePairs()]

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # layoutopt launch script for instance prefill-1
-# engine: sglang 0.5.3 (flags checked against layoutopt/report/data/sglang_0.5.3_flags.txt)
+# engine: sglang 0.5.23 (flags checked against layoutopt/engines/data/sglang-0.5.23.yaml)
 # model: meta-llama/Llama-3.1-70B (plan model: llama-3.1-70b)
-# pool: prefill-h100-sxm-tp2-pcp2-fp8-kvbf16 (role prefill, H100-SXM, tp2-pcp2-fp8-kvbf16, 4 GPUs per instance)
+# pool: prefill-h100-sxm-tp4-fp8-kvbf16 (role prefill, H100-SXM, tp4-fp8-kvbf16, 4 GPUs per instance)
 # runs on: gpu-node-01 (GPUs 4,5,6,7); serves http on port 8001
-# disaggregated serving: a router that sends each request to a prefill and then a decode instance (KV moves over NIXL) is deployed separately
+# node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
+# disaggregated serving: router/router.sh sends each request to a prefill and then a decode instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network
 set -euo pipefail
-# NOTE: prefill context parallel pcp_size=2 is not available in SGLang 0.5.3: the engine uses 2 of the instance's 4 GPUs and prefill is slower than planned; re-plan without PCP or use --engine vllm
 export CUDA_VISIBLE_DEVICES=4,5,6,7
+export SGLANG_HOST_IP="${NODE_IP:-gpu-node-01}"
 exec python3 -m sglang.launch_server \
   --model-path meta-llama/Llama-3.1-70B \
+  --host 0.0.0.0 \
   --port 8001 \
-  --tp-size 2 \
+  --tp-size 4 \
   --quantization fp8 \
   --max-running-requests 16 \
+  --mem-fraction-static 0.84 \
   --disaggregation-mode prefill \
-  --disaggregation-transfer-backend nixl
+  --disaggregation-transfer-backend nixl \
+  --disaggregation-bootstrap-port 8999

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # layoutopt launch script for instance decode-h100-sxm-tp1-ep16-dp16-fp8-0
-# engine: sglang 0.5.3 (flags checked against layoutopt/report/data/sglang_0.5.3_flags.txt)
-# model: Qwen/Qwen3-235B-A22B (plan model: qwen3-235b-a22b)
+# engine: sglang 0.5.23 (flags checked against layoutopt/engines/data/sglang-0.5.23.yaml)
+# model: Qwen/Qwen3-235B-A22B-FP8 (plan model: qwen3-235b-a22b)
 # pool: decode-h100-sxm-tp1-ep16-dp16-fp8 (role decode, H100-SXM, tp1-ep16-dp16-fp8, 16 GPUs per instance)
 # runs on: node-1 (GPUs 0,1,2,3,4,5,6,7), node-2 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8001
-# disaggregated serving: a router that sends each request to a prefill and then a decode instance (KV moves over NIXL) is deployed separately
+# node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
+# disaggregated serving: router/router.sh sends each request to a prefill and then a decode instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network
 set -euo pipefail
 # This instance spans 2 nodes. Run this script on each of them with NODE_RANK set
 # (0 = node-1, the head); start NODE_RANK=0 first.
@@ -12,37 +13,39 @@ NODE_RANK="${NODE_RANK:?set NODE_RANK to 0..1}"
 case "$NODE_RANK" in
   0)  # node-1
     export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7
+    export SGLANG_HOST_IP="${NODE_IP:-node-1}"
     exec python3 -m sglang.launch_server \
-      --model-path Qwen/Qwen3-235B-A22B \
+      --model-path Qwen/Qwen3-235B-A22B-FP8 \
+      --host 0.0.0.0 \
       --port 8001 \
       --tp-size 16 \
-      --dp-size 16 \
-      --enable-dp-attention \
+      --attn-dp-size 16 \
       --ep-size 16 \
-      --quantization fp8 \
       --kv-cache-dtype fp8_e4m3 \
       --max-running-requests 512 \
+      --mem-fraction-static 0.84 \
       --disaggregation-mode decode \
       --disaggregation-transfer-backend nixl \
-      --dist-init-addr node-1:20000 \
+      --dist-init-addr node-1:20001 \
       --nnodes 2 \
       --node-rank 0
     ;;
   1)  # node-2
     export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7
+    export SGLANG_HOST_IP="${NODE_IP:-node-2}"
     exec python3 -m sglang.launch_server \
-      --model-path Qwen/Qwen3-235B-A22B \
+      --model-path Qwen/Qwen3-235B-A22B-FP8 \
+      --host 0.0.0.0 \
       --port 8001 \
       --tp-size 16 \
-      --dp-size 16 \
-      --enable-dp-attention \
+      --attn-dp-size 16 \
       --ep-size 16 \
-      --quantization fp8 \
       --kv-cache-dtype fp8_e4m3 \
       --max-running-requests 512 \
+      --mem-fraction-static 0.84 \
       --disaggregation-mode decode \
       --disaggregation-transfer-backend nixl \
-      --dist-init-addr node-1:20000 \
+      --dist-init-addr node-1:20001 \
       --nnodes 2 \
       --node-rank 1
     ;;

@@ -1,0 +1,65 @@
+"""Read measurement CSVs in the format of ``reference/measurements/*.csv`` (one run per row).
+
+The columns are those of the reference files (their README describes them); rows are parsed by
+the perf model's :func:`~layoutopt.perf_model.fit.load_cases`, after a check here that every
+required column exists and every number parses, so a bad file gets one message naming the row,
+the column and the value instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from layoutopt.errors import InputError
+from layoutopt.perf_model.fit import MeasuredCase, load_cases
+
+REQUIRED_COLUMNS = ("id", "backend", "model", "system", "mode", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
+NUMERIC_COLUMNS = ("isl", "osl", "ttft_ms", "tpot_ms")
+OPTIONAL_NUMERIC_COLUMNS = ("concurrency", "tp", "pp", "attention_dp", "moe_tp", "moe_ep", "prefill_workers",
+                            "prefill_tp", "prefill_pp", "prefill_attention_dp", "prefill_moe_tp", "prefill_moe_ep",
+                            "decode_workers", "decode_tp", "decode_pp", "decode_attention_dp", "decode_moe_tp",
+                            "decode_moe_ep", "decode_batch")
+MODES = ("agg", "disagg")
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def is_reference_csv(header: list[str]) -> bool:
+    return "ttft_ms" in header and "tpot_ms" in header and "backend" in header
+
+
+def _check_rows(path: Path, rows: list[dict], header: list[str]) -> None:
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise InputError(f"{path}: columns", ",".join(missing) + " missing",
+                         f"the columns of reference/measurements/*.csv: {', '.join(REQUIRED_COLUMNS)}, ...")
+    for number, row in enumerate(rows, start=2):
+        where = f"{path}: line {number} ({row.get('id') or 'no id'})"
+        if row["mode"] not in MODES:
+            raise InputError(f"{where}: mode", row["mode"], "agg or disagg")
+        if row["backend"] not in ENGINES:
+            raise InputError(f"{where}: backend", row["backend"], ", ".join(ENGINES))
+        for column in NUMERIC_COLUMNS + OPTIONAL_NUMERIC_COLUMNS:
+            text = (row.get(column) or "").strip()
+            if not text and column not in NUMERIC_COLUMNS:
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if column in NUMERIC_COLUMNS and not (math.isfinite(value) and value > 0):
+                raise InputError(f"{where}: {column}", text, "a number > 0")
+            if not (math.isfinite(value) and value >= 0):
+                raise InputError(f"{where}: {column}", text, "a number >= 0 or empty")
+
+
+def reference_cases(path: Path) -> tuple[list[MeasuredCase], list[tuple[str, str]]]:
+    """(cases, rows the perf model cannot replay as (row id, reason))."""
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        header = list(reader.fieldnames or [])
+        rows = list(reader)
+    _check_rows(path, rows, header)
+    cases, left_out = load_cases(path)
+    return cases, [(item[0], item[3]) for item in left_out]

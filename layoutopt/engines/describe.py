@@ -1,0 +1,92 @@
+"""What each engine version's rules say, in words, with their sources (``layoutopt catalog engines``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from layoutopt.engines.loader import available_versions, load_engine_data
+from layoutopt.engines.ref import DEFAULT_VERSIONS, ENGINE_NAMES, EngineRef, parse_engine_ref
+from layoutopt.engines.rules import RuleSummary, engine_notes
+from layoutopt.engines.schema import EngineData
+
+_PD_TP = {"decode_multiple_of_prefill": "decode TP must be a multiple of prefill TP",
+          "either_divides": "prefill and decode TP: one must divide the other"}
+
+
+def _kinds(value: list[str]) -> str:
+    return ", ".join(k.upper() for k in value) or "no attention implementation"
+
+
+def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
+    """One line per rule with the value this version's source gives it."""
+    ref = parse_engine_ref(engine)
+    if not ref.has_data:
+        return []
+    data = load_engine_data(ref.name, ref.version)
+    rows: list[RuleSummary] = []
+
+    def add(rule: str, fact_name: str, text) -> None:
+        fact = data.fact(fact_name)
+        if fact is not None:
+            rows.append(RuleSummary(rule=rule, summary=text(fact.value), source=fact.source))
+
+    add("pd_tp_divisibility", "pd_tp_rule", lambda v: _PD_TP.get(v, v))
+    add("pd_pp_mismatch", "pd_pp_rule", lambda v: {"decode_equal_or_one": "decode PP must equal prefill PP or be 1",
+                                                    "decode_divides_prefill": "decode PP must divide prefill PP"}.get(v, v))
+    add("pp_kv_connector", "pp_kv_connector", lambda v: "PP > 1 with the NIXL connector: " + ", ".join(
+        f"{role} {'allowed' if ok else 'refused'}" for role, ok in v.items()))
+    add("pp_kv_connector", "pp_kv_connector_linear_attention",
+        lambda v: "PP > 1 with the NIXL connector refuses Mamba/SSM hybrids")
+    if ref.name == "vllm":
+        add("pcp_unsupported", "pcp_attention", lambda v: f"PCP supported by: {_kinds(v)}")
+        add("dcp_unsupported", "dcp_attention", lambda v: f"DCP supported by: {_kinds(v)}")
+        add("dcp_unsupported", "dcp_gqa_max", lambda v: "GQA: TP > KV heads and DCP <= TP // KV heads")
+        add("dcp_unsupported", "dcp_kv_connector", lambda v: "DCP with the NIXL connector: MLA only, DCP = TP")
+        add("expert_parallel", "ep_size", lambda v: f"EP group = {v}")
+        add("precision_unsupported", "fp8_compute_min_capability",
+            lambda v: f"FP8 compute needs compute capability >= {v / 10:.1f}")
+        add("precision_unsupported", "fp4_weight_only_min_capability",
+            lambda v: f"FP4 weight-only (Marlin) from compute capability {v / 10:.1f}")
+    else:
+        if data.fact("world_size") is None:
+            rows.append(RuleSummary(rule="pcp_unsupported", summary="no context-parallel flag: PCP unavailable"))
+        add("pcp_unsupported", "world_size", lambda v: f"world = {v}: attention CP splits the TP group; "
+            "PCP over extra GPUs is not available")
+        add("dcp_unsupported", "dcp_divides_tp", lambda v: f"DCP: {v}")
+        if data.flag("--dcp-size") is None:
+            rows.append(RuleSummary(rule="dcp_unsupported", summary="no --dcp-size flag: DCP unavailable"))
+    return rows
+
+
+def engine_entry(data: EngineData) -> dict[str, Any]:
+    """A JSON-ready summary of one engine version."""
+    ref = EngineRef(name=data.engine, version=data.version)
+    return {
+        "engine": data.engine, "version": data.version, "default": DEFAULT_VERSIONS.get(data.engine) == data.version,
+        "generated": data.generated, "wheel": data.wheel, "num_flags": len(data.flags),
+        "quantization_methods": [q.method for q in data.quantization_methods],
+        "kv_cache_dtypes": list((data.flag("--kv-cache-dtype").choices or ()) if data.flag("--kv-cache-dtype") else ()),
+        "rules": [{"rule": r.rule, "summary": r.summary, "source": str(r.source) if r.source else None}
+                  for r in rule_summaries(ref)],
+    }
+
+
+def catalog_entries(engine: str | None = None) -> list[dict[str, Any]]:
+    """Every engine version (or one ``engine[==version]``), profile-only engines included."""
+    if engine is not None:
+        ref = parse_engine_ref(engine, field="engine")
+        refs = [ref]
+        if "==" not in engine and ref.has_data:
+            refs = [EngineRef(name=ref.name, version=v) for v in available_versions(ref.name)]
+    else:
+        refs = [EngineRef(name=n, version=v) for n in ENGINE_NAMES if n in DEFAULT_VERSIONS
+                for v in available_versions(n)] + [EngineRef(name=n) for n in ENGINE_NAMES if n not in DEFAULT_VERSIONS]
+    entries = []
+    for ref in refs:
+        if ref.has_data:
+            entries.append(engine_entry(load_engine_data(ref.name, ref.version)))
+        else:
+            entries.append({"engine": ref.name, "version": None, "default": True, "generated": None, "wheel": None,
+                            "num_flags": 0, "quantization_methods": [], "kv_cache_dtypes": [], "rules": [],
+                            "notes": engine_notes(ref)})
+    return entries

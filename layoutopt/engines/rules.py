@@ -1,0 +1,301 @@
+"""Engine rules: which layouts an engine version can run, read from its generated data.
+
+``check_layout`` returns one ``RuleViolation`` per rule a layout breaks, each naming the rule,
+the values that break it and the engine source line the rule comes from. The rules, and the
+facts of ``data/<engine>-<version>.yaml`` each one reads:
+
+- ``pd_tp_divisibility`` (``pd_tp_rule``): prefill and decode pools exchange KV between TP ranks;
+  vLLM 0.13 needs the decode TP to be a multiple of the prefill TP, vLLM 0.33 and SGLang need one
+  TP to divide the other.
+- ``pd_pp_mismatch`` (``pd_pp_rule``, SGLang): a decode pool's PP equals the prefill pool's or is 1
+  (0.5.23), or divides it (0.5.3).
+- ``pp_kv_connector`` (``pp_kv_connector``, ``pp_kv_connector_linear_attention``, vLLM): PP on a
+  prefill or decode instance with the NIXL connector.
+- ``pcp_unsupported`` (``pcp_attention``): prefill context parallelism needs an attention
+  implementation that declares it (vLLM 0.33: MLA only; vLLM 0.13: none). layoutopt's PCP is
+  vLLM's (extra GPUs); SGLang's attention CP splits the --tp-size group and is not modelled.
+- ``dcp_unsupported`` (``dcp_attention``, ``dcp_gqa_max``, ``dcp_gqa_q_per_kv``, ``dcp_kv_connector``):
+  decode context parallelism by attention kind, KV heads and (vLLM 0.33) with the KV connector.
+- ``expert_parallel`` (``ep_size``): EP only on MoE models; vLLM's EP group is all tp x dp ranks.
+- ``precision_unsupported`` (``fp8_compute_min_capability``, ``fp4_weight_only_min_capability``,
+  quantization methods, ``--kv-cache-dtype`` choices): the GPU's compute capability must reach
+  the engine's kernels for the precision the performance model assumes.
+
+TensorRT-LLM has a performance-model profile only; no data, so ``check_layout`` checks nothing
+for it and ``engine_notes`` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from layoutopt.engines.loader import load_engine_data
+from layoutopt.engines.ref import EngineRef, parse_engine_ref
+from layoutopt.engines.schema import EngineData, SourceRef
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.plan import Layout, Role
+
+DISAGGREGATED: tuple[Role, ...] = ("prefill", "decode")
+# layoutopt precision -> the engine's quantization method for a checkpoint of that precision.
+QUANTIZATION_METHOD = {"vllm": {"fp8": "fp8", "fp4": "modelopt_fp4"},
+                       "sglang": {"fp8": "fp8", "fp4": "modelopt_fp4"}}
+KV_FP8_DTYPE = {"vllm": "fp8", "sglang": "fp8_e4m3"}
+
+
+class RuleViolation(BaseModel):
+    """A layout breaks one engine rule: which, with what values, and where the rule is written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rule: str
+    engine: str
+    message: str
+    values: dict[str, Any]
+    source: SourceRef | None = None
+
+    def __str__(self) -> str:
+        where = f" ({self.engine} {self.source})" if self.source else f" ({self.engine})"
+        return f"{self.rule}: {self.message}{where}"
+
+
+class RuleSummary(BaseModel):
+    """What one rule says for one engine version, for ``layoutopt catalog engines``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rule: str
+    summary: str
+    source: SourceRef | None = None
+
+
+def engine_notes(engine: "str | EngineRef") -> list[str]:
+    """Caveats about how much of an engine is checked (TensorRT-LLM: nothing)."""
+    ref = parse_engine_ref(engine)
+    if ref.has_data:
+        return []
+    return [f"{ref.name} has a performance-model profile only: no engine data is generated for it, so no "
+            "engine rule (P/D TP pairing, PCP/DCP support, PP with KV transfer, precision) is checked"]
+
+
+def check_layout(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, *,
+                 prefill_layout: Layout | None = None, decode_layout: Layout | None = None) -> list[RuleViolation]:
+    """Every rule of ``engine`` that ``layout`` (one instance of ``role`` on ``gpu``) breaks.
+
+    ``prefill_layout`` / ``decode_layout`` name the other pool of a disaggregated plan, for the
+    rules between the two (give the decode layout when checking a prefill one, and vice versa).
+    """
+    ref = parse_engine_ref(engine)
+    if not ref.has_data:
+        return []
+    data = load_engine_data(ref.name, ref.version)
+    check = _Checker(ref, data)
+    for rule in _SINGLE_RULES[ref.name]:
+        rule(check, model, gpu, layout, role)
+    if role == "prefill" and decode_layout is not None:
+        _pair_rules(check, model, layout, decode_layout)
+    elif role == "decode" and prefill_layout is not None:
+        _pair_rules(check, model, prefill_layout, layout)
+    return check.found
+
+
+def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layout,
+               decode_layout: Layout) -> list[RuleViolation]:
+    """The rules between a prefill and a decode pool of one plan (KV goes from one to the other)."""
+    ref = parse_engine_ref(engine)
+    if not ref.has_data:
+        return []
+    check = _Checker(ref, load_engine_data(ref.name, ref.version))
+    _pair_rules(check, model, prefill_layout, decode_layout)
+    return check.found
+
+
+class _Checker:
+    def __init__(self, ref: EngineRef, data: EngineData) -> None:
+        self.ref, self.data = ref, data
+        self.found: list[RuleViolation] = []
+
+    def fact(self, name: str):
+        return self.data.fact(name)
+
+    def add(self, rule: str, message: str, source: SourceRef | None, **values: Any) -> None:
+        self.found.append(RuleViolation(rule=rule, engine=str(self.ref), message=message, values=values,
+                                        source=source))
+
+
+# ----------------------------------------------------------------------------------------------
+# Rules between the prefill and the decode pool
+
+def _pair_rules(check: _Checker, model: ModelSpec, prefill: Layout, decode: Layout) -> None:
+    fact = check.fact("pd_tp_rule")
+    if fact is not None:
+        p, d = prefill.tp_size, decode.tp_size
+        if fact.value == "decode_multiple_of_prefill" and d % p:
+            check.add("pd_tp_divisibility", f"decode TP {d} must be a multiple of prefill TP {p} for the KV handshake",
+                      fact.source, prefill_tp=p, decode_tp=d)
+        elif fact.value == "either_divides" and max(p, d) % min(p, d):
+            check.add("pd_tp_divisibility", f"prefill TP {p} and decode TP {d}: one must divide the other",
+                      fact.source, prefill_tp=p, decode_tp=d)
+    fact = check.fact("pd_pp_rule")
+    if fact is not None and fact.value == "decode_equal_or_one" and decode.pp_size not in (1, prefill.pp_size):
+        check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must equal prefill PP {prefill.pp_size} or be 1",
+                  fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
+    elif fact is not None and fact.value == "decode_divides_prefill" and prefill.pp_size % decode.pp_size:
+        check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must divide prefill PP {prefill.pp_size}",
+                  fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
+
+
+# ----------------------------------------------------------------------------------------------
+# Rules of one instance
+
+def _pp_kv_connector(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    if layout.pp_size == 1 or role not in DISAGGREGATED:
+        return
+    fact = check.fact("pp_kv_connector")
+    if fact is not None and not fact.value.get(role, True):
+        check.add("pp_kv_connector", f"a {role} instance cannot run PP {layout.pp_size} with the NIXL KV connector",
+                  fact.source, role=role, pp_size=layout.pp_size)
+        return
+    fact = check.fact("pp_kv_connector_linear_attention")
+    if fact is not None and fact.value is False and model.num_linear_attention_layers:
+        check.add("pp_kv_connector", f"PP {layout.pp_size} with the NIXL KV connector refuses linear-attention "
+                  f"(Mamba/SSM) hybrids; {model.name} has {model.num_linear_attention_layers} such layers",
+                  fact.source, role=role, pp_size=layout.pp_size)
+
+
+def _vllm_pcp(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    if layout.pcp_size == 1:
+        return
+    fact = check.fact("pcp_attention")
+    if fact is not None and model.attention_kind not in fact.value:
+        supported = ", ".join(k.upper() for k in fact.value) or "no attention implementation"
+        check.add("pcp_unsupported", f"PCP {layout.pcp_size} needs an attention implementation with PCP support "
+                  f"({supported} in this version); {model.name} uses {model.attention_kind.upper()}",
+                  fact.source, pcp_size=layout.pcp_size, attention=model.attention_kind)
+
+
+def _vllm_dcp(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    dcp = layout.dcp_size
+    if dcp == 1:
+        return
+    fact = check.fact("dcp_attention")
+    if fact is not None and model.attention_kind not in fact.value:
+        check.add("dcp_unsupported", f"DCP {dcp}: no {model.attention_kind.upper()} attention implementation "
+                  "returns the softmax LSE DCP needs", fact.source, dcp_size=dcp, attention=model.attention_kind)
+        return
+    if model.attention_kind != "mla":
+        heads = model.num_kv_heads
+        fact = check.fact("dcp_gqa_max")
+        if fact is not None and (layout.tp_size <= heads or dcp > layout.tp_size // heads):
+            check.add("dcp_unsupported", f"DCP {dcp} with TP {layout.tp_size} and {heads} KV heads: DCP needs "
+                      f"TP > KV heads and DCP <= TP // KV heads", fact.source,
+                      dcp_size=dcp, tp_size=layout.tp_size, num_kv_heads=heads)
+            return
+        fact = check.fact("dcp_gqa_q_per_kv")
+        q_per_kv = model.num_attention_heads // heads
+        if fact is not None and q_per_kv % dcp:
+            check.add("dcp_unsupported", f"DCP {dcp} must divide the {q_per_kv} query heads per KV head",
+                      fact.source, dcp_size=dcp, q_per_kv=q_per_kv)
+            return
+    fact = check.fact("dcp_kv_connector")
+    if fact is not None and role in DISAGGREGATED:
+        if model.attention_kind != "mla":
+            check.add("dcp_unsupported", f"DCP {dcp} on a {role} instance with the NIXL KV connector is accepted "
+                      f"for MLA models only; {model.name} uses {model.attention_kind.upper()}",
+                      fact.source, dcp_size=dcp, role=role, attention=model.attention_kind)
+        elif dcp != max(layout.tp_size, layout.pcp_size):
+            check.add("dcp_unsupported", f"DCP {dcp} with the NIXL KV connector must be 1 or equal to "
+                      f"max(TP, PCP) = {max(layout.tp_size, layout.pcp_size)}", fact.source,
+                      dcp_size=dcp, tp_size=layout.tp_size, role=role)
+
+
+def _vllm_expert_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    if layout.ep_size == 1:
+        return
+    fact = check.fact("ep_size")
+    source = fact.source if fact is not None else None
+    if not model.is_moe:
+        check.add("expert_parallel", f"EP {layout.ep_size} on {model.name}, which has no experts", source,
+                  ep_size=layout.ep_size)
+    elif layout.ep_size != layout.tp_size * layout.dp_size:
+        check.add("expert_parallel", f"EP {layout.ep_size}: with --enable-expert-parallel the expert group is all "
+                  f"TP x DP = {layout.tp_size * layout.dp_size} ranks", source,
+                  ep_size=layout.ep_size, tp_size=layout.tp_size, dp_size=layout.dp_size)
+    elif layout.pcp_size > 1 and fact is not None and "pcp" in str(fact.value):
+        check.add("expert_parallel", f"EP with PCP {layout.pcp_size}: vLLM spreads experts over TP x DP x PCP = "
+                  f"{layout.ep_size * layout.pcp_size} ranks, a layout layoutopt does not model", source,
+                  ep_size=layout.ep_size, pcp_size=layout.pcp_size)
+
+
+def _sglang_context_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    if layout.pcp_size > 1:
+        fact = check.fact("world_size")
+        check.add("pcp_unsupported", "SGLang has no prefill context parallelism over extra GPUs (vLLM's "
+                  "--prefill-context-parallel-size, which layoutopt models)"
+                  + ("; its --attn-cp-size splits the --tp-size group instead" if fact is not None else
+                     f"; no context-parallel flag in sglang {check.ref.version}"),
+                  fact.source if fact is not None else None, pcp_size=layout.pcp_size)
+    if layout.dcp_size > 1:
+        flag = check.data.flag("--dcp-size")
+        if flag is None:
+            check.add("dcp_unsupported", f"sglang {check.ref.version} has no decode-context-parallel flag",
+                      None, dcp_size=layout.dcp_size)
+        else:
+            fact = check.fact("dcp_divides_tp")
+            sglang_tp = layout.tp_size * layout.dp_size
+            if fact is not None and sglang_tp % layout.dcp_size:
+                check.add("dcp_unsupported", f"--dcp-size {layout.dcp_size} must divide --tp-size {sglang_tp}",
+                          fact.source, dcp_size=layout.dcp_size, tp_size=sglang_tp)
+
+
+def _sglang_expert_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    if layout.ep_size > 1 and not model.is_moe:
+        flag = check.data.flag("--ep-size")
+        check.add("expert_parallel", f"EP {layout.ep_size} on {model.name}, which has no experts",
+                  flag.source if flag else None, ep_size=layout.ep_size)
+    if layout.dp_size > 1 and not any(check.data.has_flag(f) for f in ("--attn-dp-size", "--enable-dp-attention")):
+        check.add("expert_parallel", f"attention DP {layout.dp_size}: sglang {check.ref.version} has no "
+                  "attention data-parallel flag", None, dp_size=layout.dp_size)
+
+
+def _precision(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    engine = check.ref.name
+    weight = layout.weight_precision
+    capability = gpu.compute_capability_x10
+    if weight != "bf16" and capability is not None:
+        method = check.data.quantization(QUANTIZATION_METHOD[engine][weight])
+        if method is not None and method.min_capability is not None and capability < method.min_capability:
+            check.add("precision_unsupported", f"{weight} weights: {engine}'s {method.method} quantization needs "
+                      f"compute capability {method.min_capability / 10:.1f}; {gpu.name} has "
+                      f"{gpu.compute_capability:.1f}", method.source,
+                      precision=weight, gpu=gpu.name, compute_capability=gpu.compute_capability)
+            return
+        fact = check.fact("fp8_compute_min_capability")
+        if weight == "fp8" and fact is not None and capability < fact.value:
+            check.add("precision_unsupported", f"FP8 compute needs compute capability {fact.value / 10:.1f}; on "
+                      f"{gpu.name} ({gpu.compute_capability:.1f}) {engine} runs FP8 weight-only (Marlin W8A16), "
+                      "which the performance model does not describe", fact.source,
+                      precision=weight, gpu=gpu.name, compute_capability=gpu.compute_capability)
+            return
+        fact = check.fact("fp4_weight_only_min_capability")
+        if weight == "fp4" and not gpu.supports("fp4") and fact is not None:
+            check.add("precision_unsupported", f"{gpu.name} has no FP4 compute; {engine} runs FP4 checkpoints "
+                      f"weight-only (Marlin W4A16) from compute capability {fact.value / 10:.1f}, which the "
+                      "performance model does not describe", fact.source,
+                      precision=weight, gpu=gpu.name, compute_capability=gpu.compute_capability)
+            return
+    if layout.kv_precision == "fp8":
+        flag = check.data.flag("--kv-cache-dtype")
+        wanted = KV_FP8_DTYPE[engine]
+        if flag is not None and flag.choices is not None and wanted not in flag.choices:
+            check.add("precision_unsupported", f"--kv-cache-dtype has no {wanted} choice", flag.source,
+                      kv_precision="fp8")
+
+
+_SINGLE_RULES: dict[str, tuple[Callable, ...]] = {
+    "vllm": (_vllm_pcp, _vllm_dcp, _pp_kv_connector, _vllm_expert_parallel, _precision),
+    "sglang": (_sglang_context_parallel, _pp_kv_connector, _sglang_expert_parallel, _precision),
+}

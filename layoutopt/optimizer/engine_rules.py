@@ -1,0 +1,100 @@
+"""The chosen engine's rules inside the search (``layoutopt.engines``).
+
+Three hooks keep ``solve`` from proposing what the engine version cannot run:
+
+- ``drop_rule_breakers``: a proposal that breaks a rule of one instance (PCP or DCP the attention
+  kind lacks, PP with the KV connector, EP, precision on the GPU generation) is dropped before
+  the performance model, counted as ``engine_rule:<rule>`` with the rule's source line;
+- ``incompatible_pairs``: prefill and decode candidates the engine cannot connect (P/D TP
+  divisibility, SGLang's P/D PP rule) become pairs the solver may not use together
+  (``constraints.engine_pairs``), since every prefill instance of a plan hands KV to every decode
+  instance;
+- ``drop_dominated_within_pairing``: dominance pruning only between candidates that pair with the
+  same partners, so a smaller instance never replaces one that a partner pool needs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from layoutopt.engines import EngineRef, check_layout, check_pair
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.optimizer.candidates import Candidate
+from layoutopt.optimizer.filters import drop_dominated
+from layoutopt.optimizer.space import Proposal
+from layoutopt.plan import Layout
+
+RULE_PREFIX = "engine_rule:"
+
+
+def drop_rule_breakers(engine: EngineRef | None, model: ModelSpec, proposals: Sequence[Proposal],
+                       drop: Callable[[str, str], None]) -> list[Proposal]:
+    """The proposals ``engine`` can run; each other one is reported to ``drop(filter name, reason)``.
+
+    ``engine`` None (a profile object named after no known engine) checks nothing.
+    """
+    if engine is None:
+        return list(proposals)
+    kept = []
+    for proposal in proposals:
+        broken = check_layout(engine, model, proposal.gpu, proposal.layout, proposal.role)
+        if broken:
+            first = broken[0]
+            drop(RULE_PREFIX + first.rule, f"{proposal.name}: {first}")
+        else:
+            kept.append(proposal)
+    return kept
+
+
+def _pair_key(layout: Layout) -> tuple[int, int]:
+    """What the pair rules read of a layout: TP and PP (the KV handshake maps TP and PP ranks)."""
+    return layout.tp_size, layout.pp_size
+
+
+def incompatible_pairs(engine: EngineRef | None, model: ModelSpec,
+                       candidates: Sequence[Candidate]) -> tuple[tuple[str, str], ...]:
+    """(prefill name, decode name) of every candidate pair the engine cannot connect."""
+    if engine is None:
+        return ()
+    prefills = [c for c in candidates if c.role == "prefill"]
+    decodes = [c for c in candidates if c.role == "decode"]
+    cache: dict[tuple, bool] = {}
+    pairs = []
+    for p in prefills:
+        for d in decodes:
+            key = (_pair_key(p.layout), _pair_key(d.layout))
+            if key not in cache:
+                cache[key] = not check_pair(engine, model, p.layout, d.layout)
+            if not cache[key]:
+                pairs.append((p.name, d.name))
+    return tuple(pairs)
+
+
+def drop_dominated_within_pairing(candidates: list[Candidate], pairs: Sequence[tuple[str, str]]
+                                  ) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
+    """``filters.drop_dominated`` inside each group of candidates with the same incompatible partners."""
+    partners: dict[str, set[str]] = defaultdict(set)
+    by_name = {c.name: c for c in candidates}
+    for p, d in pairs:
+        partners[p].add(str(_pair_key(by_name[d].layout)))
+        partners[d].add(str(_pair_key(by_name[p].layout)))
+    groups: dict[frozenset[str], list[Candidate]] = defaultdict(list)
+    for c in candidates:
+        groups[frozenset(partners.get(c.name, ()))].append(c)
+    kept_names: set[str] = set()
+    dropped: list[tuple[Candidate, str]] = []
+    for group in groups.values():
+        kept, gone = drop_dominated(group)
+        kept_names.update(c.name for c in kept)
+        dropped += gone
+    return [c for c in candidates if c.name in kept_names], dropped
+
+
+def prune_with_pairing(engine: EngineRef | None, model: ModelSpec, candidates: list[Candidate]
+                       ) -> tuple[list[Candidate], list[tuple[Candidate, str]], tuple[tuple[str, str], ...]]:
+    """(kept candidates, dominated ones with reasons, incompatible pairs among the kept)."""
+    pairs = incompatible_pairs(engine, model, candidates)
+    kept, dominated = drop_dominated_within_pairing(candidates, pairs)
+    names = {c.name for c in kept}
+    return kept, dominated, tuple((p, d) for p, d in pairs if p in names and d in names)

@@ -1,0 +1,187 @@
+"""A plan checked and resolved for deployment: the one place emit's writers get their values from.
+
+:func:`prepare` rejects what ``simulate`` rejects (unknown model, GPU or engine, degrees that break
+the layout rules, another ``schema_version``, duplicate instance ids) and every plan field that
+would reach a script or a manifest without matching a strict pattern. It resolves the checkpoint
+each pool serves, the engines' memory fractions from the performance model's memory budget, and
+refuses a pool whose KV cache would hold only a few sequences per scheduler.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from layoutopt.errors import InputError, LayoutoptError
+from layoutopt.plan import SCHEMA_VERSION, Plan, Pool
+from layoutopt.report import names
+from layoutopt.report.checkpoints import Served, served_checkpoint
+from layoutopt.report.engine_flags import EngineRelease, as_release
+
+# A scheduler whose KV cache holds fewer sequences than this at the plan's long requests
+# (p99 lengths) cannot batch: every burst preempts. emit refuses such a pool.
+MIN_KV_SEQUENCES_PER_RANK = 4
+
+
+class PoolDeployment(BaseModel):
+    """What the writers need to know about one pool beyond the plan."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    served: Served
+    gpu_memory_utilization: float
+    mem_fraction_static: float
+    kv_sequences: int
+    notes: tuple[str, ...] = ()
+
+
+def _model_spec(plan: Plan):
+    from layoutopt.model_catalog.catalog import get_model
+
+    try:
+        return get_model(plan.model)
+    except LayoutoptError as error:
+        raise InputError("plan.model", plan.model, "a catalog model or a readable config.json",
+                         str(error)) from None
+
+
+def _gpu(pool_index: int, pool: Pool):
+    from layoutopt.hardware_catalog.catalog import get_gpu
+
+    names.gpu_name(pool.gpu, f"plan.pools[{pool_index}].gpu")
+    try:
+        return get_gpu(pool.gpu)
+    except LayoutoptError as error:
+        raise InputError(f"plan.pools[{pool_index}].gpu", pool.gpu, "a GPU of the catalog", str(error)) from None
+
+
+def _check_degrees(index: int, pool: Pool, model, gpu) -> None:
+    from layoutopt.perf_model.memory import check_layout
+
+    try:
+        layout = pool.layout
+    except ValueError as error:
+        raise InputError(f"plan.pools[{index}]", pool.layout_name if hasattr(pool, "layout_name") else pool.role,
+                         "degrees that satisfy the layout rules", str(error)) from None
+    if pool.gpus_per_instance != layout.gpus_per_instance:
+        raise InputError(f"plan.pools[{index}].gpus_per_instance", pool.gpus_per_instance,
+                         f"tp x pp x pcp x dp = {layout.gpus_per_instance}")
+    try:
+        check_layout(model, gpu, layout, allow_cross_domain=True)
+    except LayoutoptError as error:
+        raise InputError(f"plan.pools[{index}]", layout.short_name(), "a layout the model can run", str(error)) from None
+
+
+def check_plan(plan: Plan, release: EngineRelease) -> None:
+    """Raise InputError for a plan emit must not write files for."""
+    if plan.schema_version != SCHEMA_VERSION:
+        raise InputError("plan.schema_version", plan.schema_version, f"{SCHEMA_VERSION} (this layoutopt's plan schema)")
+    if not plan.pools or plan.totals is None:
+        raise InputError("plan", plan.status, "a plan with pools (the solver found none)")
+    plan_engine = plan.engine.partition("==")[0].strip().lower()
+    if plan_engine not in ("vllm", "sglang"):
+        raise InputError("plan.engine", plan.engine, "vllm or sglang (the engines layoutopt writes launch files for)")
+    seen: set[str] = set()
+    for k, placed in enumerate(plan.placement):
+        names.instance_id(placed.instance_id, f"plan.placement[{k}].instance_id")
+        for node in [placed.node, *placed.nodes]:
+            names.host_name(node, f"plan.placement[{k}].node")
+        key = names.dns_name(placed.instance_id)
+        if key in seen:
+            raise InputError(f"plan.placement[{k}].instance_id", placed.instance_id, "an id no other instance has")
+        seen.add(key)
+        if placed.pool_index is not None and placed.pool_index >= len(plan.pools):
+            raise InputError(f"plan.placement[{k}].pool_index", placed.pool_index, f"below {len(plan.pools)}")
+    if plan.placement and len(plan.placement) != sum(p.instances for p in plan.pools):
+        raise InputError("plan.placement", f"{len(plan.placement)} instances",
+                         f"one per instance of the pools: {sum(p.instances for p in plan.pools)}")
+
+
+def check_engine_rules(plan: Plan, release: EngineRelease, model, gpus: list) -> None:
+    """Raise InputError when a pool breaks a rule of the engine release (with the rule's source):
+    such launch files would fail at start-up or in the KV handshake."""
+    from layoutopt.engines import check_layout, check_pair
+
+    found = []
+    for pool, gpu in zip(plan.pools, gpus):
+        found += check_layout(release.spec, model, gpu, pool.layout, pool.role)
+    for prefill in (p for p in plan.pools if p.role == "prefill"):
+        for decode in (p for p in plan.pools if p.role == "decode"):
+            found += check_pair(release.spec, model, prefill.layout, decode.layout)
+    if found:
+        unique = list(dict.fromkeys(str(v) for v in found))
+        raise InputError("plan.pools", "; ".join(f"{p.role} {p.layout.short_name()}" for p in plan.pools),
+                         f"layouts {release.spec} can run", "; ".join(unique) + "; re-plan with solve --engine "
+                         f"{release.spec}, which never proposes them")
+
+
+def _context_tokens(plan: Plan, role: str) -> float | None:
+    """Tokens one sequence holds at the plan's long requests, as the optimizer's memory filter counts them."""
+    from layoutopt.optimizer.enumeration import FIT_QUANTILE
+    from layoutopt.report.plan_inputs import plan_workload
+
+    workload = plan_workload(plan)
+    if workload is None:
+        return None
+    tokens = workload.input_tokens.quantile_tokens(FIT_QUANTILE)
+    if role != "prefill":
+        tokens += workload.output_tokens.quantile_tokens(FIT_QUANTILE)
+    return tokens
+
+
+def _memory(plan: Plan, index: int, pool: Pool, model, gpu, release: EngineRelease) -> tuple[float, float, int, list[str]]:
+    from layoutopt.perf_model.memory import memory_breakdown
+
+    context = _context_tokens(plan, pool.role)
+    notes: list[str] = []
+    mem = memory_breakdown(model, gpu, pool.layout, context or 1.0, engine=release.engine)
+    utilization = mem.usable_bytes / gpu.memory_bytes
+    # SGLang's static fraction covers weights and the KV pool; activations and the runtime sit outside.
+    static = (mem.weights_bytes + max(mem.kv_capacity_bytes, 0.0)) / gpu.memory_bytes
+    if context is None:
+        return utilization, static, pool.max_batch_size, ["the plan records no workload: the KV cache was not "
+                                                          "checked against its request lengths"]
+    per_rank = mem.max_batch_size // pool.dp_size
+    where = f"plan.pools[{index}]"
+    if per_rank < MIN_KV_SEQUENCES_PER_RANK:
+        raise InputError(where, f"{pool.role} {pool.gpu} {pool.layout.short_name()}",
+                         f"a layout whose KV cache holds at least {MIN_KV_SEQUENCES_PER_RANK} sequences per scheduler",
+                         f"at gpu-memory-utilization {utilization:.2f} one DP rank holds {per_rank} sequences of "
+                         f"{context:.0f} tokens ({mem.kv_capacity_bytes / 2**30:.1f} GiB of KV per GPU after "
+                         f"{mem.weights_bytes / 2**30:.1f} GiB of weights); re-plan with more GPUs per instance "
+                         "or lower precision")
+    if mem.max_batch_size < pool.max_batch_size:
+        notes.append(f"the planned batch of {pool.max_batch_size} exceeds the {mem.max_batch_size} sequences of "
+                     f"{context:.0f} tokens that fit in KV cache; the engine queues or preempts the rest")
+    return utilization, static, mem.max_batch_size, notes
+
+
+def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None) -> tuple[EngineRelease, list[PoolDeployment]]:
+    """The engine release and, per pool, what it serves and its memory settings."""
+    release = as_release(engine)
+    check_plan(plan, release)
+    if model_id is not None:
+        names.model_id(model_id)
+    model = _model_spec(plan)
+    base = model.hf_id or model_id
+    if base is None:
+        raise InputError("--model-id", None, "the HuggingFace id to serve: the plan's model is a config.json "
+                         f"({plan.model}), and vllm serve / sglang need a model id, not the file")
+    names.model_id(base, "model hf_id")
+    gpus = [_gpu(index, pool) for index, pool in enumerate(plan.pools)]
+    for index, pool in enumerate(plan.pools):
+        _check_degrees(index, pool, model, gpus[index])
+    check_engine_rules(plan, release, model, gpus)
+    pools: list[PoolDeployment] = []
+    for index, pool in enumerate(plan.pools):
+        gpu = gpus[index]
+        served = served_checkpoint(model.name, base, model.checkpoint_precision, pool.precision, model_id)
+        names.model_id(served.hf_id, "checkpoint id")
+        utilization, static, fits, notes = _memory(plan, index, pool, model, gpu, release)
+        if served.note:
+            notes.append(served.note)
+        pools.append(PoolDeployment(served=served, gpu_memory_utilization=math.floor(utilization * 100 + 1e-6) / 100,
+                                    mem_fraction_static=math.floor(static * 100 + 1e-6) / 100, kv_sequences=fits,
+                                    notes=tuple(notes)))
+    return release, pools

@@ -1,0 +1,90 @@
+"""What one node of one instance runs: the engine command for a pool's layout, per engine version.
+
+:func:`node_launch` maps a pool onto the flags of the chosen engine release
+(:mod:`layoutopt.report.vllm_launch`, :mod:`layoutopt.report.sglang_launch`); a layout feature the
+version lacks becomes a note (rendered as a comment) instead of an invented flag, and every flag
+is checked against the version's flag list before it is returned.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from layoutopt.hardware_catalog.schemas import Precision
+from layoutopt.plan import Pool
+from layoutopt.report.engine_flags import EngineRelease, as_release, bad_choices, load_engine_flags, unknown_flags
+
+# Instance ports start here (vLLM's default is 8000; SGLang's 30000, set explicitly with --port).
+BASE_PORT = 8000
+# vLLM's NIXL side channel: each DP rank listens on VLLM_NIXL_SIDE_CHANNEL_PORT + its DP rank
+# (vllm 0.33.0 distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:77-79, with
+# data_parallel_index = data_parallel_rank at config/parallel.py:1048; vllm 0.13.0
+# nixl_connector.py:462-464). Instances on one host get ranges that do not overlap.
+NIXL_SIDE_CHANNEL_BASE_PORT = 5600
+# SGLang's prefill bootstrap server (default 8998: sglang 0.5.23 arg_groups/fields/disagg.py:81);
+# prefill instance k uses 8998 + k so that several share a host.
+BOOTSTRAP_BASE_PORT = 8998
+# Rendezvous ports of multi-node instances (Ray head, vLLM DP RPC, SGLang dist-init); instance k
+# adds k so that heads sharing a node do not collide.
+RAY_HEAD_PORT = 6379
+VLLM_DP_RPC_PORT = 13345
+SGLANG_DIST_INIT_PORT = 20000
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NodeContext(_Frozen):
+    """Where and how one node of one instance runs (every value already validated)."""
+
+    release: EngineRelease
+    model: str = Field(description="checkpoint id the engine serves")
+    online_quantization: Precision | None = None
+    port: int = BASE_PORT
+    num_nodes: int = 1
+    node_rank: int = 0
+    head: str = Field(default="127.0.0.1", description="address of node 0, or a shell expansion")
+    gpus_on_node: int
+    cuda_visible_devices: str | None = None
+    advertise_host: str = Field(default="127.0.0.1",
+                                description="address other instances reach this node at (a shell expansion)")
+    side_channel_port: int = NIXL_SIDE_CHANNEL_BASE_PORT
+    bootstrap_port: int = BOOTSTRAP_BASE_PORT
+    instance_index: int = 0
+    gpu_memory_utilization: float = 0.9
+    mem_fraction_static: float = 0.85
+    # In a pod the device plugin picks the GPUs; bare-metal scripts pin them.
+    in_pod: bool = False
+
+
+class NodeLaunch(_Frozen):
+    """What one node of one instance runs: setup commands, then the engine (or only the setup)."""
+
+    env: dict[str, str]
+    setup: tuple[tuple[str, ...], ...] = ()
+    argv: tuple[str, ...] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def node_launch(engine: str | EngineRelease, pool: Pool, context: NodeContext | None = None, **changes) -> NodeLaunch:
+    """The command node ``context.node_rank`` of one ``pool`` instance runs under ``engine``."""
+    from layoutopt.report.sglang_launch import sglang_node
+    from layoutopt.report.vllm_launch import vllm_node
+
+    release = as_release(engine)
+    if context is None:
+        changes.setdefault("gpus_on_node", max(1, pool.gpus_per_instance // changes.get("num_nodes", 1)))
+        changes.setdefault("model", "m")
+        context = NodeContext(release=release, **changes)
+    else:
+        context = context.model_copy(update={"release": release, **changes})
+    flags = load_engine_flags(release.engine, release.version)
+    launch = vllm_node(pool, context, flags) if release.engine == "vllm" else sglang_node(pool, context, flags)
+    bad = unknown_flags(launch.argv or (), flags)
+    if bad:
+        raise ValueError(f"{release.spec} has no flag {', '.join(bad)}; see {flags.file_name}")
+    wrong = bad_choices(launch.argv or (), flags)
+    if wrong:
+        raise ValueError(f"{release.spec}: {', '.join(wrong)} is not one of the flag's choices; see {flags.file_name}")
+    return launch

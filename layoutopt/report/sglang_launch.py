@@ -1,0 +1,78 @@
+"""``python3 -m sglang.launch_server`` for one node of one instance (SGLang 0.5.23 and 0.5.3).
+
+Facts read from the SGLang wheels (paths inside the 0.5.23 wheel unless noted):
+
+- The server binds ``--host`` 127.0.0.1 by default (srt/arg_groups/fields/serving.py:65), so the
+  launch files pass ``--host 0.0.0.0``.
+- ``--tp-size`` counts every GPU of a pipeline stage; attention data parallel splits them into
+  groups: 0.5.23 names it ``--attn-dp-size`` (fields/parallel.py:81; ``--enable-dp-attention`` is
+  deprecated, srt/server_args.py:416-424), 0.5.3 ``--dp-size N --enable-dp-attention``.
+- ``--max-running-requests`` is the whole server's limit, divided over the attention-DP ranks
+  (srt/model_executor/pool_configurator.py:956).
+- ``--mem-fraction-static`` is the fraction of GPU memory for weights and the KV pool
+  (fields/schedule.py:27); activations and the runtime sit outside it.
+- PD disaggregation: ``--disaggregation-mode prefill|decode`` (fields/disagg.py:55), the
+  transfer backend (fields/disagg.py:65, choices in arg_groups/choices.py:122), and a bootstrap
+  server on each prefill server at ``--disaggregation-bootstrap-port`` (default 8998,
+  fields/disagg.py:81). The address a server advertises comes from ``SGLANG_HOST_IP``
+  (srt/utils/network.py:417) before any interface probing.
+- Decode context parallel is ``--dcp-size`` in 0.5.23 (fields/parallel.py:52); 0.5.3 has none.
+- Multi-node: ``--dist-init-addr``, ``--nnodes``, ``--node-rank`` (fields/parallel.py:32-44).
+"""
+
+from __future__ import annotations
+
+from layoutopt.plan import Pool
+from layoutopt.report.engine_flags import ENGINE_PROGRAMS, EngineFlags
+from layoutopt.report.node_launch import SGLANG_DIST_INIT_PORT, NodeContext, NodeLaunch
+
+
+def _parallel_args(pool: Pool, ctx: NodeContext, flags: EngineFlags, notes: list[str]) -> list[str]:
+    args = ["--tp-size", str(pool.tp_size * pool.dp_size)]
+    if pool.pp_size > 1:
+        args += ["--pp-size", str(pool.pp_size)]
+    if pool.dp_size > 1:
+        if "--attn-dp-size" in flags.flags:
+            args += ["--attn-dp-size", str(pool.dp_size)]
+        else:
+            args += ["--dp-size", str(pool.dp_size), "--enable-dp-attention"]
+    if pool.ep_size > 1:
+        args += ["--ep-size", str(pool.ep_size)]
+    version = ctx.release.version
+    if pool.dcp_size > 1:
+        if "--dcp-size" in flags.flags:
+            args += ["--dcp-size", str(pool.dcp_size)]
+        else:
+            notes.append(f"decode context parallel dcp_size={pool.dcp_size} is not available in SGLang {version}: "
+                         "the KV cache is replicated over the TP group instead of sharded, so fewer sequences fit "
+                         f"than the planned batch of {pool.max_batch_size}; re-plan without DCP or use --engine vllm")
+    if pool.pcp_size > 1:
+        used = pool.gpus_per_instance // pool.pcp_size
+        notes.append(f"prefill context parallel pcp_size={pool.pcp_size} is not mapped onto SGLang {version}: "
+                     f"the engine uses {used} of the instance's {pool.gpus_per_instance} GPUs and prefill is "
+                     "slower than planned; re-plan without PCP or use --engine vllm")
+    return args
+
+
+def sglang_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
+    notes: list[str] = []
+    env: dict[str, str] = {}
+    if ctx.cuda_visible_devices and not ctx.in_pod:
+        env["CUDA_VISIBLE_DEVICES"] = ctx.cuda_visible_devices
+    args = ["--model-path", ctx.model, "--host", "0.0.0.0", "--port", str(ctx.port),
+            *_parallel_args(pool, ctx, flags, notes)]
+    if ctx.online_quantization == "fp8":
+        args += ["--quantization", "fp8"]
+    if pool.kv_precision == "fp8":
+        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    args += ["--max-running-requests", str(pool.max_batch_size),
+             "--mem-fraction-static", f"{ctx.mem_fraction_static:.2f}"]
+    if pool.role in ("prefill", "decode"):
+        env["SGLANG_HOST_IP"] = ctx.advertise_host
+        args += ["--disaggregation-mode", pool.role, "--disaggregation-transfer-backend", "nixl"]
+        if pool.role == "prefill":
+            args += ["--disaggregation-bootstrap-port", str(ctx.bootstrap_port)]
+    if ctx.num_nodes > 1:
+        args += ["--dist-init-addr", f"{ctx.head}:{SGLANG_DIST_INIT_PORT + ctx.instance_index}",
+                 "--nnodes", str(ctx.num_nodes), "--node-rank", str(ctx.node_rank)]
+    return NodeLaunch(env=env, argv=(*ENGINE_PROGRAMS["sglang"], *args), notes=tuple(notes))

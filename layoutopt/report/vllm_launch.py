@@ -1,0 +1,103 @@
+"""``vllm serve`` for one node of one instance (vLLM 0.33.0 and 0.13.0).
+
+Facts read from the vLLM wheels (paths inside the 0.33.0 wheel unless noted):
+
+- Each data-parallel rank runs its own engine core and scheduler (``DPEngineCoreProc``,
+  v1/engine/core.py:2281) whose batch limit is ``max_num_seqs`` (v1/core/sched/scheduler.py:131),
+  so ``--max-num-seqs`` is the instance's batch divided by ``dp_size``.
+- Multi-node data parallel (every rank inside one node): ``--data-parallel-size-local``,
+  ``--data-parallel-address``, ``--data-parallel-rpc-port``, and on the other nodes
+  ``--headless --data-parallel-start-rank`` (engine/arg_utils.py:1253-1271, entrypoints/common/cli_args.py:445).
+- A rank spanning nodes (PP or TP over nodes) runs on a Ray cluster
+  (``--distributed-executor-backend ray``, engine/arg_utils.py:1167); with DP as well, the DP
+  ranks are Ray placement groups (``--data-parallel-backend ray``, arg_utils.py:1278) and
+  ``VLLM_RAY_DP_PACK_STRATEGY=span`` lets one rank span whole nodes (v1/engine/utils.py:727-755;
+  the default ``strict`` packs a rank into one node). Ray picks the GPUs it was started with
+  (``ray start --num-gpus`` after ``CUDA_VISIBLE_DEVICES``), which keeps every rank on the GPUs
+  the plan assigned: the multiprocessing path maps local DP rank r to GPU indices
+  [r x world_size, ...) (v1/engine/utils.py:466-473), past a node's last GPU once a rank spans nodes.
+- NIXL: ``VLLM_NIXL_SIDE_CHANNEL_HOST`` defaults to localhost (envs.py:1721) and is what the
+  handshake listener advertises (nixl/base_scheduler.py:76); under Ray each worker fills in its
+  node's IP unless the variable is set (v1/engine/core.py:2733-2739). ``kv_role`` is
+  ``kv_producer`` / ``kv_consumer`` (config/kv_transfer.py:11-13; kv_both is deprecated with NIXL,
+  nixl/connector.py:97); 0.13.0 accepts the same roles (config/kv_transfer.py:13-14).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from layoutopt.plan import Pool
+from layoutopt.report.engine_flags import ENGINE_PROGRAMS, EngineFlags
+from layoutopt.report.node_launch import RAY_HEAD_PORT, VLLM_DP_RPC_PORT, NodeContext, NodeLaunch
+
+
+def max_num_seqs_per_rank(pool: Pool) -> int:
+    """``--max-num-seqs``: vLLM's limit applies to each DP rank's scheduler."""
+    return max(1, math.ceil(pool.max_batch_size / pool.dp_size))
+
+
+def _layout_args(pool: Pool, notes: list[str]) -> list[str]:
+    args = ["--tensor-parallel-size", str(pool.tp_size), "--pipeline-parallel-size", str(pool.pp_size)]
+    if pool.dcp_size > 1:
+        args += ["--decode-context-parallel-size", str(pool.dcp_size)]
+    if pool.pcp_size > 1:
+        args += ["--prefill-context-parallel-size", str(pool.pcp_size)]
+    if pool.dp_size > 1:
+        args += ["--data-parallel-size", str(pool.dp_size)]
+    if pool.ep_size > 1 and pool.ep_size == pool.tp_size * pool.dp_size:
+        args.append("--enable-expert-parallel")
+    elif pool.ep_size > 1:
+        notes.append(f"the layout splits experts over ep_size={pool.ep_size} ranks with moe_tp_size="
+                     f"{pool.layout.moe_tp_size}; vLLM offers only ep = tp x dp = {pool.tp_size * pool.dp_size} "
+                     "(--enable-expert-parallel) or no EP, so experts run tensor-parallel here")
+    return args
+
+
+def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
+    notes: list[str] = []
+    env: dict[str, str] = {}
+    if ctx.cuda_visible_devices and not ctx.in_pod:
+        env["CUDA_VISIBLE_DEVICES"] = ctx.cuda_visible_devices
+    args = ["--host", "0.0.0.0", "--port", str(ctx.port), *_layout_args(pool, notes)]
+    if ctx.online_quantization == "fp8":
+        args += ["--quantization", "fp8"]
+    if pool.kv_precision == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
+    args += ["--max-num-seqs", str(max_num_seqs_per_rank(pool)),
+             "--gpu-memory-utilization", f"{ctx.gpu_memory_utilization:.2f}"]
+    if pool.role in ("prefill", "decode"):
+        kv_role = "kv_producer" if pool.role == "prefill" else "kv_consumer"
+        config = {"kv_connector": "NixlConnector", "kv_role": kv_role}
+        args += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
+        env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = ctx.advertise_host
+        env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(ctx.side_channel_port)
+    program = (*ENGINE_PROGRAMS["vllm"], ctx.model)
+    if ctx.num_nodes == 1:
+        return NodeLaunch(env=env, argv=(*program, *args), notes=tuple(notes))
+    rank_gpus = pool.tp_size * pool.pp_size * pool.pcp_size
+    dp_local = pool.dp_size // ctx.num_nodes
+    if rank_gpus <= ctx.gpus_on_node and pool.dp_size % ctx.num_nodes == 0 and dp_local * rank_gpus == ctx.gpus_on_node:
+        # Multi-node data parallel: the head serves the API, the other nodes run headless ranks.
+        args += ["--data-parallel-size-local", str(dp_local), "--data-parallel-address", ctx.head,
+                 "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT + ctx.instance_index)]
+        if ctx.node_rank > 0:
+            args += ["--headless", "--data-parallel-start-rank", str(ctx.node_rank * dp_local)]
+        return NodeLaunch(env=env, argv=(*program, *args), notes=tuple(notes))
+    # A rank spans nodes: the workers run on a Ray cluster of the instance's nodes.
+    ray_port = RAY_HEAD_PORT + ctx.instance_index
+    gpus = f"--num-gpus={ctx.gpus_on_node}"
+    if ctx.node_rank > 0:
+        join = ("ray", "start", f"--address={ctx.head}:{ray_port}", gpus, "--block")
+        return NodeLaunch(env=env, setup=(join,), notes=tuple(notes))
+    args += ["--distributed-executor-backend", "ray"]
+    if pool.dp_size > 1:
+        args += ["--data-parallel-backend", "ray"]
+        if rank_gpus > ctx.gpus_on_node:
+            env["VLLM_RAY_DP_PACK_STRATEGY"] = "span"
+            if rank_gpus % ctx.gpus_on_node:
+                notes.append(f"vLLM's span packing needs a DP rank of whole nodes: {rank_gpus} GPUs per rank is "
+                             f"not a multiple of the {ctx.gpus_on_node} GPUs used per node")
+    head = ("ray", "start", "--head", f"--port={ray_port}", gpus)
+    return NodeLaunch(env=env, setup=(head,), argv=(*program, *args), notes=tuple(notes))

@@ -1,0 +1,126 @@
+"""Processes that check request bodies and run solves, estimates, simulations and jobs, stoppable mid-run.
+
+CP-SAT and the simulator hold a thread until they finish, so work that must end at a deadline,
+on a client's disconnect or on a cancel runs in a process: a ``pebble.ProcessPool`` whose running
+task is cancelled by terminating its worker (the pool starts a fresh one). Request bodies are
+checked in a pool of their own (``parsers``), so neither parsing a hostile 1 MB body nor a queue
+of solves ever runs on the event loop, and a bad body is answered without waiting for a solver.
+Processes start from a fork server that has imported the solver, so a replacement is ready in a
+fraction of a second.
+
+``reserve`` counts requests in flight; beyond ``max_pending`` it raises ``Busy`` at once (the app
+answers 503 with ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import sys
+from collections.abc import Callable
+from concurrent.futures import CancelledError
+from typing import Any, Literal
+
+from pebble import ProcessPool
+from pebble.common import ProcessExpired
+
+from layoutopt.service import jobs
+
+JOIN_TIMEOUT_S = 10.0
+PARSE_PROCESSES = 1
+WARM_UP_TIMEOUT_S = 120.0
+
+
+class Busy(Exception):
+    """More work in flight than the pool accepts."""
+
+
+class DeadlineExceeded(Exception):
+    """The work ran past its deadline and was stopped."""
+
+    def __init__(self, deadline_s: float):
+        self.deadline_s = deadline_s
+        super().__init__(f"stopped after its {deadline_s:g} s deadline")
+
+
+class WorkerDied(Exception):
+    """The worker process ended without an answer (killed, out of memory)."""
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    method = "forkserver" if sys.platform != "win32" else "spawn"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["layoutopt.service.jobs", *jobs.HEAVY_MODULES])
+    return context
+
+
+class WorkerPool:
+    def __init__(self, max_workers: int, max_pending: int):
+        self.max_workers = max_workers
+        self.max_pending = max_pending
+        self.in_flight = 0
+        self.num_stopped = 0  # tasks whose process was terminated (deadline, disconnect, cancel)
+        self._pools: dict[str, ProcessPool] = {}
+
+    def start(self) -> None:
+        """Start the processes and wait until each has imported the solver (the service is ready then)."""
+        context = _context()
+        self._pools = {"work": ProcessPool(max_workers=self.max_workers, context=context),
+                       "parse": ProcessPool(max_workers=PARSE_PROCESSES, context=context)}
+        warming = [pool.schedule(jobs.warm_up) for name, pool in self._pools.items()
+                   for _ in range(self.max_workers if name == "work" else PARSE_PROCESSES)]
+        for future in warming:
+            future.result(timeout=WARM_UP_TIMEOUT_S)
+
+    def stop(self) -> None:
+        """End every process now (running work is abandoned) and wait for them."""
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.stop()
+        for pool in pools.values():
+            pool.join(timeout=JOIN_TIMEOUT_S)
+
+    def reserve(self) -> None:
+        """Count a request about to be served; ``Busy`` when ``max_pending`` are in flight."""
+        if self.in_flight >= self.max_pending:
+            raise Busy(f"{self.in_flight} requests in flight (at most {self.max_pending})")
+        self.in_flight += 1
+
+    def release(self) -> None:
+        self.in_flight -= 1
+
+    async def run(self, target: Callable[..., Any], args: tuple, *, deadline_s: float,
+                  stop: asyncio.Event | None = None, pool: Literal["work", "parse"] = "work") -> Any:
+        """``target(*args)`` in a process of ``pool``, stopped at ``deadline_s`` or when ``stop`` is set.
+
+        Raises ``DeadlineExceeded``, ``asyncio.CancelledError`` (stopped by ``stop`` or by
+        cancelling the calling task) or ``WorkerDied``.
+        """
+        if pool not in self._pools:
+            raise WorkerDied("the worker pool is not running")
+        future = self._pools[pool].schedule(target, args=args)
+        waiter = asyncio.wrap_future(future)
+        stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
+        try:
+            waiting = {waiter} if stopper is None else {waiter, stopper}
+            done, _ = await asyncio.wait(waiting, timeout=deadline_s, return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:
+                if stopper is not None and stopper in done:
+                    raise asyncio.CancelledError("stopped: the client went away or the job was cancelled")
+                raise DeadlineExceeded(deadline_s)
+            try:
+                return waiter.result()
+            except ProcessExpired as error:
+                raise WorkerDied(f"the worker process ended (exit code {error.exitcode})") from None
+            except CancelledError:
+                raise asyncio.CancelledError("stopped") from None
+        finally:
+            if not future.done():
+                future.cancel()  # terminates the process running it, or drops it from the queue
+                self.num_stopped += 1
+            if stopper is not None:
+                stopper.cancel()
+
+
+__all__ = ["Busy", "DeadlineExceeded", "WorkerDied", "WorkerPool"]

@@ -1,0 +1,328 @@
+"""Probes that read the facts layoutopt's engine rules depend on out of one wheel's sources.
+
+Each probe looks for the statement that decides a fact (an assertion, a class attribute, an
+environment default) and records the value it implies with the file and line. A probe that
+finds none of the statements it knows raises ``ProbeError``: the engine changed and a developer
+must read the new source before the data is refreshed. Facts that exist only in some versions
+(a check added later) are recorded only where their statement is found.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from engine_source import Facts, ProbeError, Wheel, class_attribute, method_return
+
+KV_UTILS = "vllm/distributed/kv_transfer/kv_connector/utils.py"
+ATTENTION_DIRS = ("vllm/v1/attention/", "vllm/attention/")
+QUANT_DIR = "vllm/model_executor/layers/quantization/"
+
+
+def _first(wheel: Wheel, files: list[str], pattern: str) -> tuple[str, int] | None:
+    for rel in files:
+        line = wheel.find(rel, pattern)
+        if line is not None:
+            return rel, line
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# vLLM
+
+def vllm_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    facts = Facts(wheel)
+    _vllm_pd_tp(wheel, facts)
+    _vllm_side_channel(wheel, facts)
+    _vllm_context_parallel(wheel, facts)
+    _vllm_pp_connector(wheel, facts)
+    _vllm_expert_parallel(wheel, facts)
+    _vllm_precision(wheel, facts)
+    _flag_facts(facts, flags, {
+        "multi_node_dp_flags": ["--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
+                                "--data-parallel-start-rank", "--headless"],
+        "multi_node_pp_flags": ["--distributed-executor-backend", "--nnodes", "--node-rank", "--master-addr",
+                                "--master-port"],
+    })
+    return facts.items, _with_choices(vllm_quantization(wheel), flags)
+
+
+def _vllm_pd_tp(wheel: Wheel, facts: Facts) -> None:
+    either = wheel.find(KV_UTILS, r"assert remote_tp_size % self\.tp_size == 0")
+    local_multiple = wheel.find(KV_UTILS, r"assert self\.tp_size % remote_tp_size == 0")
+    if either is not None:
+        facts.add("pd_tp_rule", "either_divides", KV_UTILS, either,
+                  "TpKVTopology.tp_ratio: when the local (reading, decode) TP is the smaller one the remote "
+                  "(prefill) TP must be a multiple of it, else the local TP must be a multiple of the remote: "
+                  "either TP may be the larger as long as one divides the other.")
+    elif local_multiple is not None:
+        facts.add("pd_tp_rule", "decode_multiple_of_prefill", KV_UTILS, local_multiple,
+                  "TpKVTopology.tp_ratio asserts that the local TP (the decode instance, which reads the KV) "
+                  "is divisible by the remote (prefill) TP; the NIXL handshake then asserts tp_ratio > 0.")
+        assert_at = _first(wheel, wheel.files_under("vllm/distributed/kv_transfer/kv_connector/v1/"),
+                           r"Decode TP cannot be smaller than prefill TP")
+        if assert_at:
+            facts.add("pd_tp_assert", "decode_tp >= prefill_tp", *assert_at,
+                      "NIXL handshake validation: a decode TP smaller than the prefill TP is refused.")
+    else:
+        raise ProbeError(f"{wheel.path.name}: no tp_ratio divisibility assertion in {KV_UTILS}")
+
+
+def _vllm_side_channel(wheel: Wheel, facts: Facts) -> None:
+    envs = "vllm/envs.py"
+    for name, key, cast in (("VLLM_NIXL_SIDE_CHANNEL_HOST", "nixl_side_channel_host", str),
+                            ("VLLM_NIXL_SIDE_CHANNEL_PORT", "nixl_side_channel_port", int)):
+        line = wheel.require(envs, rf"^\s*{name}: \w+ = ")
+        default = re.search(r"=\s*\"?([\w.]+)\"?", wheel.line_text(envs, line)).group(1)
+        facts.add(key, {"env": name, "default": cast(default)}, envs, line,
+                  f"Environment variable {name} and its default as vllm/envs.py declares it; the NIXL side "
+                  "channel (the handshake socket) binds and advertises this address.")
+    files = wheel.files_under("vllm/distributed/kv_transfer/kv_connector/v1/")
+    for rel in files:
+        line = wheel.find(rel, r"self\.side_channel_port = \($")
+        if line is None:
+            continue
+        body = " ".join(wheel.lines(rel)[line - 1: line + 3])
+        match = re.search(r"VLLM_NIXL_SIDE_CHANNEL_PORT\s*\+\s*vllm_config\.parallel_config\.(\w+)", body)
+        if match:
+            facts.add("nixl_side_channel_port_offset", match.group(1), rel, line + 2,
+                      f"The side-channel port is VLLM_NIXL_SIDE_CHANNEL_PORT + parallel_config.{match.group(1)}: "
+                      "DP ranks of one instance on one host use consecutive ports, so instances on one host "
+                      "need base ports at least dp_size apart.")
+            return
+    raise ProbeError(f"{wheel.path.name}: side-channel port assignment not found")
+
+
+def _impl_classes(wheel: Wheel) -> list[tuple[str, ast.ClassDef]]:
+    found = []
+    for prefix in ATTENTION_DIRS:
+        for rel in wheel.files_under(prefix):
+            for node in ast.walk(wheel.tree(rel)):
+                if isinstance(node, ast.ClassDef) and "Impl" in node.name:
+                    found.append((rel, node))
+    return found
+
+
+def _attention_kind(rel: str, node: ast.ClassDef) -> str:
+    """MLA impls live under backends/mla/ or carry MLA in their name; the others are MHA/GQA/MQA."""
+    return "mla" if "/mla/" in rel or "MLA" in node.name else "gqa"
+
+
+def _supporting_kinds(wheel: Wheel, attribute: str) -> tuple[list[dict[str, Any]], tuple[str, int] | None]:
+    """Impl classes that set ``attribute = True``, and where the base class declares it False."""
+    supporters, base = [], None
+    for rel, node in _impl_classes(wheel):
+        found = class_attribute(node, attribute)
+        if found is None:
+            continue
+        value, line = found
+        if value is True:
+            supporters.append({"impl": node.name, "attention": _attention_kind(rel, node),
+                               "source": {"file": rel, "line": line}})
+        elif value is False and node.name in ("AttentionImpl", "AttentionImplBase") and base is None:
+            base = (rel, line)
+    return supporters, base
+
+
+def _vllm_context_parallel(wheel: Wheel, facts: Facts) -> None:
+    supporters, base = _supporting_kinds(wheel, "supports_pcp")
+    if base is None:
+        raise ProbeError(f"{wheel.path.name}: no base declaration of supports_pcp")
+    kinds = sorted({s["attention"] for s in supporters})
+    rel, line = (supporters[0]["source"]["file"], supporters[0]["source"]["line"]) if supporters else base
+    facts.add("pcp_attention", kinds, rel, line,
+              "Attention kinds whose implementation declares supports_pcp = True (the CP compatibility check "
+              "in v1/worker/cp_utils.py asserts it for --prefill-context-parallel-size > 1). Declaring impls: "
+              + (", ".join(f"{s['impl']} ({s['source']['file']}:{s['source']['line']})" for s in supporters)
+                 or "none; the base class default is False"))
+    attribute = "supports_dcp" if _supporting_kinds(wheel, "supports_dcp")[1] else "can_return_lse_for_decode"
+    supporters, base = _supporting_kinds(wheel, attribute)
+    kinds = sorted({s["attention"] for s in supporters})
+    if not supporters:
+        raise ProbeError(f"{wheel.path.name}: no attention impl sets {attribute}")
+    first = supporters[0]["source"]
+    facts.add("dcp_attention", kinds, first["file"], first["line"],
+              f"Attention kinds with an implementation that sets {attribute} = True (DCP needs the softmax LSE "
+              "of the decode attention, checked in v1/worker/cp_utils.py). Declaring impls: "
+              + ", ".join(f"{s['impl']} ({s['source']['file']}:{s['source']['line']})" for s in supporters))
+    model = "vllm/config/model.py"
+    line = wheel.require(model, r"max_dcp_size = tensor_parallel_size // total_num_kv_heads")
+    facts.add("dcp_gqa_max", "tp_size // num_kv_heads", model, line,
+              "Without MLA, DCP needs tp_size > num_kv_heads and dcp_size <= tp_size // num_kv_heads.")
+    line = wheel.require(model, r"num_q_per_kv % decode_context_parallel_size")
+    facts.add("dcp_gqa_q_per_kv", "num_attention_heads // num_kv_heads % dcp_size == 0", model, line,
+              "Without MLA, the query heads per KV head must be divisible by dcp_size.")
+    line = wheel.find("vllm/config/vllm.py", r"PD with decode_context_parallel_size > 1 is only")
+    if line is not None:
+        facts.add("dcp_kv_connector", "mla_only", "vllm/config/vllm.py", line,
+                  "With the NIXL connector, dcp_size > 1 is accepted only for MLA models, and it must be 1 or "
+                  "equal to max(tp_size, pcp_size) (the assertion just above).")
+
+
+def _vllm_pp_connector(wheel: Wheel, facts: Facts) -> None:
+    files = wheel.files_under("vllm/distributed/kv_transfer/kv_connector/v1/")
+    consumer = _first(wheel, files, r"consumer \(decode\) does not support")
+    if consumer is not None:
+        facts.add("pp_kv_connector", {"prefill": True, "decode": False}, *consumer,
+                  "NIXL: a prefill (kv_producer) instance may run pipeline_parallel_size > 1 (it writes its "
+                  "layer slice into a PP=1 decode); a decode (kv_consumer) instance may not. Hybrid (HMA) KV "
+                  "layouts need NixlPushConnector for PP.")
+        mamba = _first(wheel, files, r"does not support pipeline_parallel_size > 1\s*\"?$|with Mamba/SSM hybrid")
+        if mamba is not None:
+            facts.add("pp_kv_connector_linear_attention", False, *mamba,
+                      "NIXL with pipeline_parallel_size > 1 refuses Mamba/SSM (linear-attention) hybrid models.")
+        return
+    worker = "vllm/v1/worker/gpu_worker.py"
+    line = wheel.find(worker, r"return \{tp_rank: metadata\}")
+    if line is None:
+        raise ProbeError(f"{wheel.path.name}: no statement about PP with the KV connector found")
+    facts.add("pp_kv_connector", {"prefill": False, "decode": False}, worker, line,
+              "The KV connector's handshake metadata is keyed by TP rank only ({tp_rank: metadata}); the "
+              "engine core merges the workers' dicts (v1/engine/core.py), so with pipeline_parallel_size > 1 "
+              "the stages overwrite each other and a peer can reach only one stage's KV: PP is not usable on "
+              "either side of a NIXL P/D pair in this version.")
+
+
+def _vllm_expert_parallel(wheel: Wheel, facts: Facts) -> None:
+    rel = "vllm/model_executor/layers/fused_moe/config.py"
+    line = wheel.require(rel, r"^\s*ep_size = tp_size$")
+    facts.add("ep_size", "tp_size x dp_size" + (" x pcp_size" if wheel.find(rel, r"pcp_size_ \* tp_size_") else ""),
+              rel, line,
+              "With --enable-expert-parallel the MoE layers flatten TP across DP (and PCP) and use that whole "
+              "group as the expert-parallel group: ep_size is tp x dp, not a free degree.")
+
+
+def _vllm_precision(wheel: Wheel, facts: Facts) -> None:
+    cuda = "vllm/platforms/cuda.py"
+    line = wheel.require(cuda, r"def supports_fp8")
+    body = " ".join(wheel.lines(cuda)[line - 1: line + 2])
+    capability = int(re.search(r"has_device_capability\((\d+)\)", body).group(1))
+    facts.add("fp8_compute_min_capability", capability, cuda, line + 1,
+              "CudaPlatform.supports_fp8: FP8 compute (W8A8) needs this compute capability (x10).")
+    fp8 = QUANT_DIR + "fp8.py"
+    line = wheel.find(fp8, r"lack FP8 hardware support.*Marlin")
+    if line is not None:
+        facts.add("fp8_weight_only_below_min", True, fp8, line,
+                  "Below that capability vLLM runs FP8 checkpoints weight-only through Marlin (W8A16): the "
+                  "weights take FP8 memory but the math runs in BF16.")
+    marlin = QUANT_DIR + "utils/marlin_utils_fp4.py"
+    line = wheel.require(marlin, r"def is_fp4_marlin_supported")
+    body = " ".join(wheel.lines(marlin)[line - 1: line + 2])
+    facts.add("fp4_weight_only_min_capability", int(re.search(r"has_device_capability\((\d+)\)", body).group(1)),
+              marlin, line + 1,
+              "NVFP4 / MXFP4 weights run weight-only through Marlin (W4A16) from this capability; FP4 compute "
+              "(W4A4) needs the CUTLASS FP4 kernels, whose capability check is compiled C++ "
+              "(cutlass_scaled_mm_supports_fp4), not readable from the wheel's Python.")
+
+
+def vllm_quantization(wheel: Wheel, directory: str = QUANT_DIR) -> list[dict[str, Any]]:
+    """Every QuantizationConfig class with its method name and minimum compute capability."""
+    rows = []
+    for rel in wheel.files_under(directory):
+        for node in ast.walk(wheel.tree(rel)):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            name = method_return(node, "get_name")
+            capability = method_return(node, "get_min_capability")
+            if name is None or capability is None or not isinstance(name[0], str):
+                continue
+            rows.append({"method": name[0], "min_capability": int(capability[0]),
+                         "source": {"file": rel, "line": capability[1]}})
+    return sorted({r["method"]: r for r in rows}.values(), key=lambda r: r["method"])
+
+
+# ----------------------------------------------------------------------------------------------
+# SGLang
+
+def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    facts = Facts(wheel)
+    disagg = wheel.files_under("sglang/srt/disaggregation/")
+    either = _first(wheel, disagg, r"One attention TP size must divide the other")
+    if either is None:
+        either = _first(wheel, disagg, r"elif self\.kv_mgr\.attn_tp_size > self\.prefill_attn_tp_size")
+    if either is None:
+        raise ProbeError(f"{wheel.path.name}: no P/D attention-TP mapping found")
+    facts.add("pd_tp_rule", "either_divides", *either,
+              "The KV receiver maps its attention-TP ranks onto the prefill's when either side is the larger "
+              "(integer ratio of the two attention TP sizes): one must divide the other.")
+    pp = _first(wheel, disagg, r"assert self\.pp_size == info\.pp_size or self\.pp_size == 1")
+    if pp is not None:
+        facts.add("pd_pp_rule", "decode_equal_or_one", *pp,
+                  "A decode server's PP size must equal the prefill server's or be 1.")
+    else:
+        ratio = _first(wheel, disagg, r"self\.prefill_pp_size // self\.kv_mgr\.pp_size")
+        if ratio is not None:
+            facts.add("pd_pp_rule", "decode_divides_prefill", *ratio,
+                      "A decode rank reads the KV of prefill_pp_size // decode pp_size prefill PP ranks: the "
+                      "decode PP size must divide the prefill's.")
+    _flag_facts(facts, flags, {
+        "disaggregation_flags": ["--disaggregation-mode", "--disaggregation-bootstrap-port",
+                                 "--disaggregation-transfer-backend"],
+        "multi_node_flags": ["--nnodes", "--node-rank", "--dist-init-addr"],
+        "attention_dp_flags": [f for f in ("--attn-dp-size", "--enable-dp-attention", "--dp-size")
+                               if any(x["name"] == f for x in flags)],
+        "expert_parallel_flags": ["--ep-size", "--moe-a2a-backend"],
+        "decode_context_parallel_flags": [f for f in ("--dcp-size",) if any(x["name"] == f for x in flags)],
+    })
+    host = next(f for f in flags if f["name"] == "--host")
+    facts.items["host_default"] = {"value": host["default"], "source": host["source"], "quote": "--host",
+                                   "note": "SGLang binds this address unless --host is given; pods need 0.0.0.0."}
+    server_args = "sglang/srt/server_args.py"
+    line = wheel.find(server_args, r"assert self\.tp_size % self\.dp_size == 0")
+    if line is not None:
+        facts.add("dp_attention_tp_divisible", "tp_size % dp_size == 0", server_args, line,
+                  "With --enable-dp-attention the DP ranks split the --tp-size GPUs: tp_size % dp_size == 0.")
+    world = "sglang/srt/runtime_context.py"
+    line = wheel.exists(world) and wheel.find(world, r"return cfg\.ep_join_rank_offset \+ cfg\.tp_size \* cfg\.pp_size")
+    if line:
+        facts.add("world_size", "tp_size x pp_size", world, line,
+                  "SGLang's world is --tp-size x --pp-size GPUs: attention DP (--attn-dp-size), attention CP "
+                  "(--attn-cp-size) and expert parallelism (--ep-size) split the --tp-size group instead of "
+                  "adding GPUs (derive_parallel_widths: attn_tp = tp / (cp x dp), moe_tp = tp / ep / moe_dp).")
+    hook = "sglang/srt/arg_groups/attention_hook.py"
+    if wheel.exists(hook):
+        line = wheel.find(hook, r"--dcp-size \{dcp_size\} must divide --tp-size")
+        if line is not None:
+            facts.add("dcp_divides_tp", "tp_size % dcp_size == 0", hook, line,
+                      "SGLang's decode context parallelism reuses the TP ranks: --dcp-size must divide --tp-size.")
+    # The method table: the --quantization choices, with the minimum capability where a config class states it.
+    capabilities = {r["method"]: r for r in vllm_quantization(wheel, "sglang/srt/layers/quantization/")}
+    quantization = [capabilities.get(m) or {"method": m, "min_capability": None,
+                                            "source": _flag_source(flags, "--quantization")}
+                    for m in _choices(flags, "--quantization")]
+    return facts.items, quantization
+
+
+# ----------------------------------------------------------------------------------------------
+
+def _flag_source(flags: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(f["source"] for f in flags if f["name"] == name)
+
+
+def _choices(flags: list[dict[str, Any]], name: str) -> list[str]:
+    return list(next(f for f in flags if f["name"] == name)["choices"] or [])
+
+
+def _flag_facts(facts: Facts, flags: list[dict[str, Any]], groups: dict[str, list[str]]) -> None:
+    """Record which of a group's flags this version has (each flag's own line is in the flag table)."""
+    names = {f["name"]: f for f in flags}
+    for alias_owner in flags:
+        for alias in alias_owner["aliases"]:
+            names.setdefault(alias, alias_owner)
+    for key, wanted in groups.items():
+        present = [w for w in wanted if w in names]
+        if not present:
+            continue
+        source = names[present[0]]["source"]
+        facts.add(key, present, source["file"], source["line"],
+                  "Flags of this group the version accepts (missing: "
+                  + (", ".join(w for w in wanted if w not in names) or "none") + ").")
+
+
+def _with_choices(rows: list[dict[str, Any]], flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per --quantization choice: the config class's minimum capability where it has one."""
+    by_method = {r["method"]: r for r in rows}
+    source = _flag_source(flags, "--quantization")
+    return [by_method.get(m) or {"method": m, "min_capability": None, "source": source}
+            for m in _choices(flags, "--quantization")]

@@ -1,0 +1,187 @@
+"""``layoutopt calibrate`` end to end, and a profile file used by estimate, solve and the service."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from layoutopt.calibrate.profile_file import load_profile, write_profile
+from layoutopt.cli import cli
+from layoutopt.cli.common import run_guarded
+
+FIXTURES = Path(__file__).parent / "fixtures" / "calibrate"
+CSV = str(FIXTURES / "h100_vllm_qwen3_32b_tp4.csv")
+ESTIMATE = ["estimate", "--model", "qwen3-32b", "--gpu", "H100", "--tp", "4", "--isl", "1024", "--osl", "128",
+            "--concurrency", "16", "--format", "json"]
+
+
+def _run(args, capsys) -> tuple[int, str]:
+    old = sys.argv
+    sys.argv = ["layoutopt", *args]
+    try:
+        code = run_guarded(cli)
+    finally:
+        sys.argv = old
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.fixture(scope="module")
+def profile_path(tmp_path_factory) -> Path:
+    """One fit shared by the tests: memory efficiency and step overhead on 10 H100 rows, 2 folds."""
+    path = tmp_path_factory.mktemp("calibrate") / "h100-vllm.yaml"
+    sys.argv = ["layoutopt", "calibrate", CSV, "--engine", "vllm", "--gpu", "H100", "--parameters",
+                "memory_efficiency,step_overhead_ms", "--folds", "2", "--output", str(path)]
+    try:
+        assert run_guarded(cli) == 0
+    finally:
+        sys.argv = sys.argv[:1]
+    return path
+
+
+def test_calibrate_writes_a_profile_with_errors_bands_and_rows(profile_path):
+    profile = load_profile(profile_path)
+    assert (profile.engine, profile.gpu_generation, profile.gpus) == ("vllm", "hopper", ["H100-SXM"])
+    assert [c.name for c in profile.fitted] == ["memory_efficiency", "step_overhead_ms"]
+    assert all(c.std_err is None or c.std_err >= 0 for c in profile.fitted)
+    assert profile.provenance.num_rows == len(profile.rows) == 10
+    assert profile.errors.folds == 2 and profile.errors.kfold is not None
+    assert profile.errors.after.tpot.rows == 10
+    # least squares never ends above where it started: the robust (soft_l1, f_scale 0.1) cost of the
+    # log residuals is lower after the fit than under the base profile
+    def cost(when: str) -> float:
+        r = np.log([[getattr(row, f"{when}_{m}_ms") / getattr(row, f"measured_{m}_ms") for m in ("ttft", "tpot")]
+                    for row in profile.rows]) / 0.1
+        return float(np.sum(2 * (np.sqrt(1 + r**2) - 1)))
+
+    assert cost("after") <= cost("before")
+    (band,) = profile.bands
+    assert (band.mode, band.num_rows) == ("colocated", 10) and band.tpot.ratio_p10 <= band.tpot.ratio_p90
+    assert all(r.kfold_tpot_ms is not None and r.after_tpot_ms is not None for r in profile.rows)
+    assert profile.engine_profile().memory_efficiency == pytest.approx(profile.fitted[0].value)
+
+
+def test_calibrate_prints_before_after_and_kfold(profile_path, tmp_path, capsys):
+    code, output = _run(["calibrate", CSV, "--engine", "vllm", "--gpu", "H100", "--parameters", "memory_efficiency",
+                         "--folds", "2", "--output", str(tmp_path / "p.yaml")], capsys)
+    assert code == 0, output
+    for text in ("before (base profile)", "after (in-sample)", "2-fold held out", "MdAPE", "within 20 %",
+                 "memory_efficiency", "error band: vllm hopper colocated"):
+        assert text in output
+
+
+def test_profile_round_trip(profile_path, tmp_path):
+    profile = load_profile(profile_path)
+    again = load_profile(write_profile(profile, tmp_path / "copy.yaml"))
+    assert again == profile
+    assert (tmp_path / "copy.yaml").read_text() == profile_path.read_text()
+
+
+@pytest.mark.parametrize("args,expected", [
+    # one run, four constants (the default): 8 rows needed, and what to do about it
+    ([str(FIXTURES / "vllm_bench_c16.json")], ["1 usable rows", "needs at least 8 rows",
+                                               "at least 2 measured runs per fitted constant", "add 7 more runs"]),
+    ([str(FIXTURES / "vllm_bench_c16.json"), str(FIXTURES / "vllm_bench_appended.json")],
+     ["3 usable rows", "needs at least 8 rows", "--parameters memory_efficiency"]),
+    ([CSV, "--parameters", "gemm_efficency"], ["--parameters", "gemm_efficency", "gemm_efficiency"]),
+    ([CSV, "--gpu", "B200"], ["0 usable rows", "needs at least 8 rows"]),
+])
+def test_calibrate_refuses_too_few_rows_or_bad_parameters(args, expected, tmp_path, capsys):
+    gpu = [] if "--gpu" in args else ["--gpu", "H100"]
+    code, output = _run(["calibrate", *args, "--engine", "vllm", *gpu, "--output", str(tmp_path / "p.yaml")], capsys)
+    assert code == 2, output
+    assert output.count("\n") == 1 and "Traceback" not in output
+    for text in expected:
+        assert text in output, output
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def _profile_with(profile_path: Path, tmp_path: Path, **constants) -> Path:
+    raw = yaml.safe_load(profile_path.read_text())
+    raw["constants"].update(constants)
+    raw["fitted"] = [f for f in raw["fitted"] if f["name"] not in constants]
+    out = tmp_path / "changed.yaml"
+    out.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return out
+
+
+def test_profile_changes_the_estimate_in_the_expected_direction(profile_path, tmp_path, capsys):
+    code, output = _run(ESTIMATE, capsys)
+    assert code == 0, output
+    builtin = json.loads(output)
+    slow = _profile_with(profile_path, tmp_path, memory_efficiency=0.5)
+    code, output = _run(ESTIMATE + ["--profile", str(slow)], capsys)
+    assert code == 0, output
+    with_profile = json.loads(output)
+    # half the HBM efficiency: decode steps read the weights and KV slower
+    assert with_profile["tpot_ms"]["mean"] > 1.2 * builtin["tpot_ms"]["mean"]
+    assert builtin["error_band"]["basis"].startswith("built-in vllm profile")
+    assert with_profile["error_band"]["basis"].startswith("2-fold held-out")
+
+
+def test_estimate_shows_the_band_and_refuses_another_generation(profile_path, capsys):
+    code, output = _run([a for a in ESTIMATE if a not in ("--format", "json")], capsys)
+    assert code == 0 and "expected error: vllm hopper colocated" in output
+    code, output = _run(ESTIMATE[:4] + ["B200"] + ESTIMATE[5:] + ["--profile", str(profile_path)], capsys)
+    assert code == 2 and "B200 is blackwell" in output
+    code, output = _run(ESTIMATE + ["--engine", "sglang", "--profile", str(profile_path)], capsys)
+    assert code == 2 and "--engine: got 'sglang'" in output
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"constants": {"memory_efficiency": 1.7}}, "constants.memory_efficiency"),
+    ({"engine": "tgi"}, "engine: got 'tgi'"),
+    ({"schema_version": 7}, "schema_version: got 7"),
+    ({"surprise": 1}, "surprise"),
+])
+def test_bad_profile_gets_one_clear_error(change, expected, profile_path, tmp_path, capsys):
+    raw = yaml.safe_load(profile_path.read_text())
+    for key, value in change.items():
+        if isinstance(value, dict):
+            raw[key].update(value)
+        else:
+            raw[key] = value
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    code, output = _run(ESTIMATE + ["--profile", str(bad)], capsys)
+    assert code == 2 and "Traceback" not in output
+    assert expected in output and str(bad) in output, output
+
+
+def test_plan_json_carries_error_bands(profile_path, capsys):
+    solve = ["solve", "--model", "qwen3-8b", "--budget", "8xH100", "--rate", "2", "--objective", "min-cost",
+             "--time-limit", "5", "--format", "json"]
+    code, output = _run(solve, capsys)
+    assert code == 0, output
+    plan = json.loads(output)
+    assert plan["error_bands"] and {b["gpu_generation"] for b in plan["error_bands"]} == {"hopper"}
+    assert all(b["engine"] == "vllm" and b["basis"].startswith("built-in") for b in plan["error_bands"])
+    code, output = _run(solve + ["--profile", str(profile_path)], capsys)
+    assert code == 0, output
+    bands = json.loads(output)["error_bands"]
+    colocated = [b for b in bands if b["mode"] == "colocated"]
+    assert not colocated or colocated[0]["basis"].startswith("2-fold held-out")
+    code, output = _run(solve[:4] + ["8xB200"] + solve[5:] + ["--profile", str(profile_path)], capsys)
+    assert code == 2 and "B200 is blackwell" in output
+
+
+def test_python_api_takes_a_profile(profile_path):
+    from layoutopt import api
+    from layoutopt.plan import Layout
+
+    kwargs = dict(isl=1024, osl=128, layout=Layout(tp_size=4), concurrency=16)
+    builtin = api.estimate("qwen3-32b", "H100", **kwargs)
+    tuned = api.estimate("qwen3-32b", "H100", profile=api.load_profile(profile_path), **kwargs)
+    assert builtin.error_band.basis.startswith("built-in") and tuned.error_band.basis.startswith("2-fold")
+    assert tuned.error_band.num_rows == 10
+
+
+def test_verify_with_a_profile_is_refused(profile_path, capsys):
+    code, output = _run(["solve", "--model", "qwen3-8b", "--budget", "8xH100", "--verify", "--profile",
+                         str(profile_path)], capsys)
+    assert code == 2 and "--verify or --profile, not both" in output

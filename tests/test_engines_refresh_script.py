@@ -1,0 +1,102 @@
+"""scripts/refresh_engine_data.py's extractors on a tiny synthetic wheel (no download, no engine import)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+from engine_facts import _vllm_pd_tp  # noqa: E402
+from engine_flags import vllm_flags  # noqa: E402
+from engine_source import Facts, ProbeError, Wheel  # noqa: E402
+
+FILES = {
+    "vllm/config/cache.py": '''
+        from typing import Literal
+        CacheDType = Literal["auto", "fp8", "fp8_e5m2"]
+    ''',
+    "vllm/config/parallel.py": '''
+        from dataclasses import field
+        from vllm.config.cache import CacheDType
+        class ParallelConfig:
+            tensor_parallel_size: int = 1
+            enable_expert_parallel: bool = False
+            distributed_executor_backend: Literal["ray", "mp"] | None = None
+            kv_cache_dtype: CacheDType = "auto"
+            ranks: list[int] = field(default_factory=list)
+    ''',
+    "vllm/engine/arg_utils.py": '''
+        from vllm.config.parallel import ParallelConfig
+        class EngineArgs:
+            max_num_seqs: int = 256
+            @staticmethod
+            def add_cli_args(parser):
+                parallel_kwargs = get_kwargs(ParallelConfig)
+                group = parser.add_argument_group("parallel")
+                group.add_argument("--tensor-parallel-size", "-tp", **parallel_kwargs["tensor_parallel_size"])
+                group.add_argument("--enable-expert-parallel", **parallel_kwargs["enable_expert_parallel"])
+                group.add_argument("--distributed-executor-backend",
+                                   **parallel_kwargs["distributed_executor_backend"])
+                group.add_argument("--kv-cache-dtype", **parallel_kwargs["kv_cache_dtype"])
+                group.add_argument("--max-num-seqs", type=int, default=EngineArgs.max_num_seqs)
+                return parser
+    ''',
+    "vllm/entrypoints/openai/cli_args.py": '''
+        class FrontendArgs:
+            host: str | None = None
+            port: int = 8000
+        def make_arg_parser(parser):
+            parser.add_argument("--headless", action="store_true", default=False)
+            return parser
+    ''',
+    "vllm/distributed/kv_transfer/kv_connector/utils.py": '''
+        class TpKVTopology:
+            def tp_ratio(self, remote_tp_size):
+                assert self.tp_size % remote_tp_size == 0, ("not divisible")
+                return self.tp_size // remote_tp_size
+    ''',
+}
+
+
+@pytest.fixture
+def wheel(tmp_path) -> Wheel:
+    path = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in FILES.items():
+            archive.writestr(name, textwrap.dedent(text).lstrip("\n"))
+    return Wheel(path)
+
+
+def test_flags_take_type_default_and_choices_from_the_config_field(wheel):
+    flags = {f["name"]: f for f in vllm_flags(wheel)}
+    assert flags["--tensor-parallel-size"]["aliases"] == ["-tp"]
+    assert flags["--tensor-parallel-size"]["default"] == 1
+    assert flags["--enable-expert-parallel"]["boolean_optional"] is True
+    assert flags["--distributed-executor-backend"]["choices"] == ["ray", "mp"]
+    # the Literal alias is resolved through the config module's import
+    assert flags["--kv-cache-dtype"]["choices"] == ["auto", "fp8", "fp8_e5m2"]
+    # default=EngineArgs.max_num_seqs is read from the class
+    assert flags["--max-num-seqs"]["default"] == 256 and flags["--max-num-seqs"]["type"] == "int"
+    assert flags["--tensor-parallel-size"]["source"] == {"file": "vllm/engine/arg_utils.py", "line": 8}
+    assert {"--host", "--port", "--headless"} <= set(flags)
+
+
+def test_the_tp_probe_reads_the_assertion(wheel):
+    facts = Facts(wheel)
+    _vllm_pd_tp(wheel, facts)
+    fact = facts.items["pd_tp_rule"]
+    assert fact["value"] == "decode_multiple_of_prefill"
+    assert fact["source"] == {"file": "vllm/distributed/kv_transfer/kv_connector/utils.py", "line": 3}
+
+
+def test_a_probe_that_finds_nothing_fails_loudly(tmp_path):
+    path = tmp_path / "vllm-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("vllm/distributed/kv_transfer/kv_connector/utils.py", "x = 1\n")
+    with pytest.raises(ProbeError, match="no tp_ratio divisibility assertion"):
+        _vllm_pd_tp(Wheel(path), Facts(Wheel(path)))

@@ -1,0 +1,151 @@
+"""Each engine rule on concrete layouts, with the values and source lines the violation names."""
+
+from __future__ import annotations
+
+import pytest
+
+from layoutopt.engines import check_layout, check_pair, engine_notes
+from layoutopt.hardware_catalog.catalog import get_gpu
+from layoutopt.model_catalog.catalog import get_model
+from layoutopt.plan import Layout
+
+QWEN = get_model("qwen3-32b")          # dense GQA, 8 KV heads, 64 query heads
+DEEPSEEK = get_model("deepseek-v3")    # MLA + MoE
+QWEN_MOE = get_model("qwen3-30b-a3b")  # GQA + MoE
+H100, A100, B200, MI300X = (get_gpu(n) for n in ("H100-SXM", "A100-80GB-SXM", "B200", "MI300X"))
+
+
+def rules(engine, model, gpu, layout, role, **pair):
+    return [v.rule for v in check_layout(engine, model, gpu, layout, role, **pair)]
+
+
+# (engine, prefill TP, decode TP, allowed) from the NIXL tp_ratio rule of each release
+PD_TP = [
+    ("vllm==0.13.0", 2, 1, False), ("vllm==0.13.0", 1, 2, True), ("vllm==0.13.0", 2, 4, True),
+    ("vllm==0.13.0", 4, 4, True), ("vllm==0.33.0", 2, 1, True), ("vllm==0.33.0", 1, 8, True),
+    ("vllm==0.33.0", 4, 6, False), ("sglang==0.5.23", 8, 2, True), ("sglang==0.5.3", 2, 1, True),
+]
+
+
+@pytest.mark.parametrize("engine,prefill_tp,decode_tp,allowed", PD_TP)
+def test_pd_tp_divisibility(engine, prefill_tp, decode_tp, allowed):
+    found = check_pair(engine, QWEN, Layout(tp_size=prefill_tp), Layout(tp_size=decode_tp))
+    assert (not found) == allowed
+    if not allowed:
+        assert found[0].rule == "pd_tp_divisibility"
+        assert found[0].values == {"prefill_tp": prefill_tp, "decode_tp": decode_tp}
+        assert found[0].source.file == "vllm/distributed/kv_transfer/kv_connector/utils.py"
+
+
+def test_the_0_13_violation_names_its_source_line():
+    [violation] = check_layout("vllm==0.13.0", QWEN, H100, Layout(tp_size=2), "prefill",
+                               decode_layout=Layout(tp_size=1))
+    assert str(violation) == ("pd_tp_divisibility: decode TP 1 must be a multiple of prefill TP 2 for the KV "
+                              "handshake (vllm==0.13.0 vllm/distributed/kv_transfer/kv_connector/utils.py:261)")
+    # the same pair seen from the decode side
+    assert rules("vllm==0.13.0", QWEN, H100, Layout(tp_size=1), "decode",
+                 prefill_layout=Layout(tp_size=2)) == ["pd_tp_divisibility"]
+
+
+@pytest.mark.parametrize("engine,model,expected", [
+    ("vllm==0.33.0", QWEN, ["pcp_unsupported"]),      # only MLA impls declare supports_pcp
+    ("vllm==0.33.0", DEEPSEEK, []),
+    ("vllm==0.13.0", DEEPSEEK, ["pcp_unsupported"]),  # no impl declares it
+    ("sglang==0.5.23", DEEPSEEK, ["pcp_unsupported"]),
+])
+def test_pcp_by_attention_kind(engine, model, expected):
+    layout = Layout(tp_size=8, pcp_size=2, weight_precision="fp8") if model is DEEPSEEK else Layout(tp_size=2, pcp_size=2)
+    assert rules(engine, model, B200, layout, "colocated") == expected
+
+
+def test_pcp_violation_says_what_the_model_uses():
+    [v] = check_layout("vllm==0.33.0", QWEN, H100, Layout(tp_size=2, pcp_size=4), "prefill")
+    assert "MLA in this version" in v.message and "uses GQA" in v.message
+    assert str(v.source) == "vllm/v1/attention/backend.py:1038"
+
+
+@pytest.mark.parametrize("engine,layout,role,expected", [
+    ("vllm==0.13.0", Layout(tp_size=16, dcp_size=2), "colocated", []),                 # 16 // 8 = 2
+    ("vllm==0.13.0", Layout(tp_size=16, dcp_size=4), "colocated", ["dcp_unsupported"]),  # > tp // kv heads
+    ("vllm==0.13.0", Layout(tp_size=8, dcp_size=2), "decode", ["dcp_unsupported"]),    # tp not > kv heads
+    ("vllm==0.13.0", Layout(tp_size=16, dcp_size=2), "decode", []),                    # no P/D DCP check in 0.13
+    ("vllm==0.33.0", Layout(tp_size=16, dcp_size=2), "decode", ["dcp_unsupported"]),   # NIXL + DCP: MLA only
+    ("vllm==0.33.0", Layout(tp_size=16, dcp_size=2), "colocated", []),
+    ("sglang==0.5.3", Layout(tp_size=16, dcp_size=2), "colocated", ["dcp_unsupported"]),  # no --dcp-size flag
+    ("sglang==0.5.23", Layout(tp_size=16, dcp_size=2), "colocated", []),
+])
+def test_dcp(engine, layout, role, expected):
+    assert rules(engine, QWEN, B200, layout, role) == expected
+
+
+def test_dcp_with_the_connector_on_mla_needs_dcp_equal_to_tp():
+    assert rules("vllm==0.33.0", DEEPSEEK, B200, Layout(tp_size=8, dcp_size=8, weight_precision="fp8"), "decode") == []
+    found = check_layout("vllm==0.33.0", DEEPSEEK, B200, Layout(tp_size=8, dcp_size=4, weight_precision="fp8"),
+                         "decode")
+    assert [v.rule for v in found] == ["dcp_unsupported"] and "max(TP, PCP) = 8" in found[0].message
+
+
+@pytest.mark.parametrize("engine,role,expected", [
+    ("vllm==0.13.0", "prefill", ["pp_kv_connector"]), ("vllm==0.13.0", "decode", ["pp_kv_connector"]),
+    ("vllm==0.33.0", "prefill", []), ("vllm==0.33.0", "decode", ["pp_kv_connector"]),
+    ("vllm==0.33.0", "colocated", []), ("vllm==0.13.0", "colocated", []),
+])
+def test_pp_with_the_kv_connector(engine, role, expected):
+    assert rules(engine, QWEN, H100, Layout(tp_size=2, pp_size=2), role) == expected
+
+
+def test_pp_on_a_linear_attention_prefill_with_0_33():
+    hybrid = get_model("qwen3.5-27b")
+    assert hybrid.num_linear_attention_layers
+    assert rules("vllm==0.33.0", hybrid, H100, Layout(tp_size=2, pp_size=2), "prefill") == ["pp_kv_connector"]
+
+
+def test_sglang_decode_pp_equals_prefill_pp_or_one():
+    assert check_pair("sglang==0.5.23", QWEN, Layout(pp_size=2), Layout(pp_size=1)) == []
+    assert check_pair("sglang==0.5.23", QWEN, Layout(pp_size=2), Layout(pp_size=2)) == []
+    [v] = check_pair("sglang==0.5.23", QWEN, Layout(pp_size=1), Layout(pp_size=2))
+    assert v.rule == "pd_pp_mismatch" and v.values == {"prefill_pp": 1, "decode_pp": 2}
+
+
+def test_sglang_0_5_3_decode_pp_divides_prefill_pp():
+    assert check_pair("sglang==0.5.3", QWEN, Layout(pp_size=4), Layout(pp_size=2)) == []
+    [v] = check_pair("sglang==0.5.3", QWEN, Layout(pp_size=2), Layout(pp_size=4))
+    assert v.rule == "pd_pp_mismatch" and v.source.file == "sglang/srt/disaggregation/common/conn.py"
+
+
+@pytest.mark.parametrize("engine,model,layout,expected", [
+    ("vllm==0.33.0", QWEN, Layout(tp_size=2, ep_size=2), ["expert_parallel"]),       # no experts
+    ("vllm==0.33.0", QWEN_MOE, Layout(tp_size=2, dp_size=2, ep_size=4), []),        # ep = tp x dp
+    ("vllm==0.33.0", QWEN_MOE, Layout(tp_size=2, dp_size=2, ep_size=2), ["expert_parallel"]),
+    ("vllm==0.33.0", QWEN_MOE, Layout(tp_size=2, ep_size=2, pcp_size=2), ["pcp_unsupported", "expert_parallel"]),
+    ("sglang==0.5.23", QWEN_MOE, Layout(tp_size=2, dp_size=2, ep_size=2), []),      # ep divides --tp-size 4
+    ("sglang==0.5.23", QWEN, Layout(tp_size=2, ep_size=2), ["expert_parallel"]),
+])
+def test_expert_parallel(engine, model, layout, expected):
+    assert rules(engine, model, H100, layout, "colocated") == expected
+
+
+@pytest.mark.parametrize("engine,gpu,weight,kv,expected", [
+    ("vllm==0.33.0", H100, "fp8", "fp8", []),
+    ("vllm==0.33.0", A100, "fp8", "bf16", ["precision_unsupported"]),  # FP8 compute needs 8.9
+    ("vllm==0.13.0", A100, "fp8", "bf16", ["precision_unsupported"]),
+    ("vllm==0.33.0", H100, "fp4", "bf16", ["precision_unsupported"]),  # no FP4 compute; Marlin weight-only
+    ("vllm==0.33.0", B200, "fp4", "fp8", []),
+    ("vllm==0.33.0", MI300X, "fp8", "bf16", []),                       # not CUDA: no capability rule
+    ("sglang==0.5.23", A100, "bf16", "fp8", []),
+])
+def test_precision_by_gpu_generation(engine, gpu, weight, kv, expected):
+    layout = Layout(tp_size=2, weight_precision=weight, kv_precision=kv)
+    assert rules(engine, QWEN, gpu, layout, "colocated") == expected
+
+
+def test_fp8_on_ampere_cites_the_capability_check():
+    [v] = check_layout("vllm==0.33.0", QWEN, A100, Layout(tp_size=2, weight_precision="fp8"), "colocated")
+    assert str(v.source) == "vllm/platforms/cuda.py:588" and v.values["compute_capability"] == 8.0
+    assert "weight-only" in v.message
+
+
+def test_trtllm_has_no_rules_and_says_so():
+    assert check_layout("trtllm", QWEN, H100, Layout(tp_size=2, pcp_size=2), "prefill") == []
+    assert "performance-model profile only" in engine_notes("trtllm")[0]
+    assert engine_notes("vllm") == []

@@ -1,0 +1,110 @@
+"""A matrix of plans (dense, MoE, MLA; colocated, disaggregated, mixed; one node and multi-node)
+emitted for every engine release: every engine flag and choice exists in that release's generated
+data, every script parses with bash -n, every manifest validates against the Kubernetes schemas."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from layoutopt.report.emit import render
+from layoutopt.report.engine_flags import bad_choices, load_engine_flags, parse_engine, unknown_flags
+from test_report_flags import RELEASES, manifest_commands
+from test_report_helpers import engine_commands, fixture_plan
+from test_report_kubernetes import _as_pod_template, _validate
+
+
+def _pool(role, gpu="H100-SXM", instances=1, tp=1, pp=1, ep=1, dp=1, dcp=1, pcp=1, precision="fp8", kv="fp8",
+          batch=64):
+    return dict(role=role, gpu=gpu, instances=instances, gpus_per_instance=tp * pp * pcp * dp, tp_size=tp,
+                pp_size=pp, ep_size=ep, dp_size=dp, dcp_size=dcp, pcp_size=pcp, precision=precision,
+                kv_precision=kv, max_batch_size=batch, capacity_rps=2.0, cost_usd_per_hour=10.0 * tp * pp * pcp * dp)
+
+
+# name -> (model, mode, pools)
+PLANS = {
+    "mla-disaggregated-multinode": ("deepseek-v3", "disaggregated", [
+        _pool("prefill", "H200-SXM", 2, tp=1, dp=8, ep=8), _pool("decode", "H200-SXM", 1, tp=1, dp=16, ep=16, batch=512)]),
+    "moe-colocated-dp-pp-ray": ("qwen3-235b-a22b", "colocated", [
+        _pool("colocated", instances=1, tp=8, pp=2, dp=2, ep=16, batch=256)]),
+    "dense-mixed": ("llama-3.1-70b", "mixed", [
+        _pool("prefill", instances=2, tp=4, kv="bf16"), _pool("decode", instances=1, tp=8, kv="bf16"),
+        _pool("colocated", instances=2, tp=4, kv="bf16")]),
+    "dense-colocated-pp-multinode": ("llama-3.1-405b", "colocated", [
+        _pool("colocated", instances=2, tp=8, pp=2, precision="bf16", kv="bf16")]),
+}
+
+
+def _plan(name):
+    model, mode, pools = PLANS[name]
+    base = fixture_plan("disaggregated")
+    return base.model_validate({**base.model_dump(), "model": model, "mode": mode, "pools": pools, "placement": []})
+
+
+CASES = [(name, release) for name in PLANS for release in RELEASES]
+
+
+@pytest.mark.parametrize(("name", "release"), CASES)
+def test_matrix_files_are_valid_for_the_release(name, release):
+    ref = parse_engine(release)
+    plan = _plan(name)
+    files = render(plan, engine=release, model_id=None, plots=False)
+    flags = load_engine_flags(ref.engine, ref.version)
+    commands = 0
+    for path, text in files.items():
+        if path.endswith(".sh") and shutil.which("bash"):
+            result = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+            assert result.returncode == 0, f"{path}: {result.stderr}"
+        if path.startswith("launch/"):
+            found = engine_commands(text)
+        elif path.startswith("k8s/"):
+            for doc in yaml.safe_load_all(text):
+                if doc["kind"] == "LeaderWorkerSet":
+                    for key in ("leaderTemplate", "workerTemplate"):
+                        _validate(_as_pod_template(doc["spec"]["leaderWorkerTemplate"][key], "default"))
+                else:
+                    _validate(doc)
+            found = [] if "router" in path else manifest_commands(text)
+        else:
+            continue
+        for argv in found:
+            assert unknown_flags(argv, flags) == [] and bad_choices(argv, flags) == [], f"{path}: {argv}"
+            commands += 1
+    assert commands >= len(plan.pools)
+    if plan.mode != "colocated" or sum(p.instances for p in plan.pools) > 1:
+        assert "router/router.sh" in files and "k8s/router.yaml" in files
+    assert "bench/bench.sh" in files
+
+
+def test_mla_prefill_context_parallel_is_allowed_on_vllm_033_only():
+    model, mode, _ = PLANS["mla-disaggregated-multinode"]
+    pools = [_pool("prefill", "H200-SXM", 1, tp=8, pcp=2), _pool("decode", "H200-SXM", 1, tp=1, dp=16, ep=16, batch=512)]
+    base = fixture_plan("disaggregated")
+    plan = base.model_validate({**base.model_dump(), "model": model, "mode": mode, "pools": pools, "placement": []})
+    files = render(plan, engine="vllm", plots=False)
+    assert any("--prefill-context-parallel-size 2" in t.replace(" \\\n  ", " ") for p, t in files.items()
+               if p.startswith("launch/prefill"))
+    with pytest.raises(Exception, match="pcp_unsupported"):
+        render(plan, engine="vllm==0.13.0", plots=False)
+
+
+def test_dp_times_pp_over_ray_spans_whole_nodes():
+    files = render(_plan("moe-colocated-dp-pp-ray"), engine="vllm", plots=False)
+    (script,) = [t for p, t in files.items() if p.startswith("launch/")]
+    assert "export VLLM_RAY_DP_PACK_STRATEGY=span" in script
+    assert script.count("ray start --address=") == 3 and "--data-parallel-backend ray" in script.replace(" \\\n", "")
+
+
+def test_an_instance_spanning_nvl72_trays_stays_in_one_nvlink_domain():
+    base = fixture_plan("disaggregated")
+    pools = [_pool("colocated", "GB200", 1, tp=8, precision="fp8", kv="fp8")]
+    plan = base.model_validate({**base.model_dump(), "model": "llama-3.1-70b", "mode": "colocated", "pools": pools,
+                                "placement": []})
+    files = render(plan, engine="vllm", gpus_per_node=4, plots=False)
+    (text,) = [t for p, t in files.items() if p.startswith("k8s/") and "router" not in p]
+    lws = next(yaml.safe_load_all(text))
+    assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    assert lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] == "nvidia.com/gpu.clique"
