@@ -140,7 +140,16 @@ class _SafeLoader(yaml.SafeLoader):
         return value
 
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # more digits than Python converts (4300)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"integer of {len(node.value):,} characters is too long", node.start_mark) from None
+
+
 _SafeLoader.add_constructor("tag:yaml.org,2002:float", _SafeLoader.construct_yaml_float)
+_SafeLoader.add_constructor("tag:yaml.org,2002:int", _SafeLoader.construct_yaml_int)
 
 
 def _expanded_nodes(root: yaml.Node) -> int:
@@ -174,8 +183,9 @@ def _expanded_nodes(root: yaml.Node) -> int:
 
 def parse_yaml_text(text: str, field: str, shown: str) -> Any:
     """Parse YAML ``text`` (one document) with the guarantees of this module; ``shown`` names its source."""
-    loader = _SafeLoader(text)
+    loader = None
     try:
+        loader = _SafeLoader(text)  # its reader refuses control characters right away
         node = loader.get_single_node()
         if node is None:
             return None
@@ -191,7 +201,8 @@ def parse_yaml_text(text: str, field: str, shown: str) -> Any:
     except RecursionError:
         raise InputError(field, shown, "valid YAML", f"nesting deeper than {MAX_NESTING_DEPTH} levels") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: str | Path, field: str, max_bytes: int = MAX_CONFIG_BYTES) -> Any:

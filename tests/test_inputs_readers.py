@@ -186,3 +186,19 @@ def test_valid_files_still_load(tmp_path):
     shared = "defaults: &d {typical_usd_per_hour: 2.0}\n"  # a small alias is fine
     assert io_safe.parse_yaml_text(shared + "x: *d\n", "f", "f")["x"]["typical_usd_per_hour"] == 2.0
     assert load_catalog(prices_path=_write(tmp_path, "p.yaml", GOOD_PRICES)).gpu("H100").price.typical_usd_per_hour == 2.5
+
+
+def test_yaml_control_characters_and_endless_integers_are_input_errors(tmp_path):
+    with pytest.raises(InputError, match="special characters are not allowed"):
+        load_slo(_write(tmp_path, "ctl.yaml", "\x08ttft_ms: {p90: 1}\n"))
+    with pytest.raises(InputError, match="integer of 5,000 characters is too long"):
+        load_slo(_write(tmp_path, "long.yaml", "ttft_ms: {p90: " + "9" * 5000 + "}\n"))
+
+
+def test_profile_and_calibration_files_use_the_shared_reader(tmp_path):
+    from layoutopt.calibrate.profile_file import load_profile
+
+    with pytest.raises(InputError, match="nesting deeper than 64 levels"):
+        load_profile(_write(tmp_path, "deep.yaml", "x: " + "[" * 500 + "]" * 500 + "\n"))
+    with pytest.raises(InputError, match="key 'engine' appears twice"):
+        load_profile(_write(tmp_path, "dup.yaml", "engine: vllm\nengine: sglang\n"))

@@ -115,9 +115,9 @@ def test_arrivals_are_poisson_at_the_rate():
 
 
 def test_input_errors():
-    with pytest.raises(InputError, match="rate_rps"):
+    with pytest.raises(InputError, match="--rate"):
         run(colocated(), rate_rps=0.0)
-    with pytest.raises(InputError, match="num_requests"):
+    with pytest.raises(InputError, match="--requests"):
         run(colocated(), rate_rps=1.0, n=5)
     with pytest.raises(InputError, match="not both"):
         simulate_pools(colocated(), FIXED, SLO_LOOSE, rate_rps=1.0, num_requests=100, duration_s=10.0)

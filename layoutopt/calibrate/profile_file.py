@@ -27,6 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from layoutopt import io_safe
 from layoutopt.errors import InputError
 from layoutopt.perf_model.calibration import EngineProfile
 from layoutopt.plan import ErrorBand
@@ -148,20 +149,13 @@ class ProfileFile(_Frozen):
 def load_profile(path: str | Path) -> ProfileFile:
     """Read a profile YAML; any problem becomes one InputError naming the file, field and value."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise InputError("--profile", str(path), f"a readable profile YAML ({error.strerror or error})") from None
-    return parse_profile(text, str(path))
+    return parse_profile(io_safe.read_text(path, "--profile", "profile YAML file"), str(path))
 
 
 def parse_profile(text: str, where: str = "profile") -> ProfileFile:
     """A profile from YAML (or JSON) text, e.g. sent in a request body."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise InputError(where, "unparsable YAML", f"a profile written by layoutopt calibrate ({error})") from None
-    return profile_from_mapping(raw, where)
+    # the shared reader: duplicate keys, finite numbers, nesting and alias caps (YAML holds JSON too)
+    return profile_from_mapping(io_safe.parse_yaml_text(text, "profile", where), where)
 
 
 def profile_from_mapping(raw: object, where: str = "profile") -> ProfileFile:

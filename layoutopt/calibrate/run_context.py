@@ -21,9 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from layoutopt import io_safe
 from layoutopt.errors import InputError
 from layoutopt.plan import Layout
 
@@ -79,10 +79,8 @@ class RunContext(_Frozen):
 def load_run_context(path: str | Path) -> RunContext:
     """Read a sidecar YAML; a bad file raises one InputError naming the field and the value."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise InputError(str(path), "unparsable YAML", f"a mapping of run facts ({error})") from None
+    # the shared reader: size, UTF-8, duplicate keys, finite numbers, nesting
+    raw = io_safe.parse_yaml_text(io_safe.read_text(path, "run facts", "YAML file"), "run facts", str(path))
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

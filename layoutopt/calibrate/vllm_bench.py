@@ -20,13 +20,13 @@ A closed-loop client is what the performance model replays, so a run must have
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from layoutopt.calibrate.cases import case_from_run, positive
 from layoutopt.calibrate.run_context import RunContext
+from layoutopt import io_safe
 from layoutopt.errors import InputError
 from layoutopt.perf_model.fit import MeasuredCase
 
@@ -42,19 +42,19 @@ def is_vllm_result(data: Any) -> bool:
 
 def read_json_objects(path: Path) -> list[Any]:
     """The JSON value of ``path``, or one per line for an ``--append-result`` file."""
-    text = path.read_text()
+    text = io_safe.read_text(path, "measurements", "JSON file")
     try:
-        return [json.loads(text)]
-    except json.JSONDecodeError:
+        return [io_safe.parse_json_text(text, "measurements", str(path))]
+    except InputError:
         pass
     objects = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            objects.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise InputError(f"{path}: line {number}", line[:40], f"a JSON object ({error.msg})") from None
+            objects.append(io_safe.parse_json_text(line, "measurements", str(path)))
+        except InputError as error:
+            raise InputError(f"{path}: line {number}", line[:40], f"a JSON object ({error.hint})") from None
     return objects
 
 

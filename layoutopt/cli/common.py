@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -104,7 +105,8 @@ def run_guarded(command: Callable[..., Any], args: list[str] | None = None) -> i
         click.echo(f"error: {error}", err=True)
         return EXIT_BAD_INPUT
     except OSError as error:
-        click.echo(f"error: {error.filename or ''}: {error.strerror or error}", err=True)
+        shown = _users_path(error.filename) if error.filename else ""
+        click.echo(f"error: {shown}: {error.strerror or type(error).__name__}", err=True)
         return EXIT_BAD_INPUT
     except Exception as error:  # noqa: BLE001 - the last line of defence: never a traceback
         if os.environ.get(DEBUG_ENV) == "1":
@@ -113,6 +115,23 @@ def run_guarded(command: Callable[..., Any], args: list[str] | None = None) -> i
         return EXIT_INTERNAL_ERROR
     # With standalone_mode=False click returns the code of a ctx.exit(n) instead of raising.
     return result if isinstance(result, int) else 0
+
+
+# Temporary names writers use next to their target: mkstemp's '.NAME.XXXXXXXX.tmp' and 'NAME.tmp-XXXX'.
+_TEMP_NAMES = (re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{6,}\.tmp$"), re.compile(r"^(?P<name>.+)\.tmp-[A-Za-z0-9_]+$"))
+
+
+def _users_path(filename: object) -> str:
+    """``filename`` with any temporary file or folder name replaced by the name the user gave."""
+    parts = []
+    for part in str(filename).split(os.sep):
+        for pattern in _TEMP_NAMES:
+            match = pattern.match(part)
+            if match:
+                part = match.group("name")
+                break
+        parts.append(part)
+    return os.sep.join(parts)
 
 
 def internal_error_line(error: BaseException) -> str:

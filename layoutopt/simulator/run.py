@@ -51,23 +51,23 @@ def plan_slo(plan: Plan) -> SLO | None:
 
 def _count(rate_rps: float, num_requests: int | None, duration_s: float | None) -> int:
     if num_requests is not None and duration_s is not None:
-        raise InputError("num_requests", num_requests, "give the number of requests or a duration, not both")
+        raise InputError("--requests", num_requests, "give the number of requests or a duration, not both")
     if duration_s is not None:
-        check_finite("duration_s", duration_s, "a duration in seconds > 0")
+        check_finite("--duration-s", duration_s, "a duration in seconds > 0")
         if not duration_s > 0:
-            raise InputError("duration_s", duration_s, "a duration in seconds > 0")
+            raise InputError("--duration-s", duration_s, "a duration in seconds > 0")
         arrivals = rate_rps * duration_s
         if arrivals > MAX_SIM_REQUESTS:
-            raise InputError("duration_s", duration_s,
+            raise InputError("--duration-s", duration_s,
                              f"at most {MAX_SIM_REQUESTS:,} requests: {arrivals:,.0f} would arrive at {rate_rps:g} req/s")
         num_requests = int(np.ceil(arrivals))
     num_requests = DEFAULT_NUM_REQUESTS if num_requests is None else num_requests
     if isinstance(num_requests, bool) or not isinstance(num_requests, (int, np.integer)):
-        raise InputError("num_requests", num_requests, "a whole number of requests")
+        raise InputError("--requests", num_requests, "a whole number of requests")
     if num_requests < MIN_NUM_REQUESTS:
-        raise InputError("num_requests", num_requests, f"at least {MIN_NUM_REQUESTS} requests (a longer duration)")
+        raise InputError("--requests", num_requests, f"at least {MIN_NUM_REQUESTS} requests (a longer duration)")
     if num_requests > MAX_SIM_REQUESTS:
-        raise InputError("num_requests", num_requests,
+        raise InputError("--requests", num_requests,
                          f"at most {MAX_SIM_REQUESTS:,} requests per run (memory grows with the count)")
     return int(num_requests)
 
@@ -80,8 +80,8 @@ def simulate_pools(pools: list[PoolSpec], workload: Workload, slo: SLO, *, rate_
     ``colocated_share`` is the fraction of arrivals routed to colocated pools when a plan mixes
     colocated and disaggregated pools.
     """
-    check_rate_rps("rate_rps", rate_rps)
-    check_int("seed", seed, 0, MAX_SEED, "a random seed")
+    check_rate_rps("--rate", rate_rps)
+    check_int("--seed", seed, 0, MAX_SEED, "a random seed")
     if not pools:
         raise InputError("plan.pools", [], "at least one pool")
     n = _count(rate_rps, num_requests, duration_s)
@@ -127,8 +127,8 @@ def simulate(plan: Plan | str | Path, workload: Workload | None = None, *, rate_
     if rate_rps is None:
         rate_rps = workload.arrival_rate_rps or (plan.totals.goodput_rps if plan.totals else None)
     if rate_rps is None:
-        raise InputError("rate_rps", rate_rps, "an arrival rate in requests/s > 0 (--rate)")
-    check_rate_rps("rate_rps", rate_rps)
+        raise InputError("--rate", rate_rps, "an arrival rate in requests/s > 0 (--rate)")
+    check_rate_rps("--rate", rate_rps)
     pools = plan_pool_specs(plan)
     return simulate_pools(pools, workload, slo, rate_rps=rate_rps, num_requests=num_requests,
                           duration_s=duration_s, seed=seed, colocated_share=_colocated_share(plan),
