@@ -83,7 +83,9 @@ def ingest(paths: list[str | Path], context: RunContext | None = None, run_info:
             if reference_csv.is_reference_csv(header):
                 out.formats[str(path)] = FORMATS[0]
                 cases, left_out = reference_csv.reference_cases(path)
-                out.left_out += left_out
+                out.left_out += [(rid, reason) for rid, row_engine, row_gpu, reason in left_out
+                                 if (engine is None or row_engine == engine)
+                                 and (wanted_gpu is None or row_gpu in (wanted_gpu, ""))]
             elif perf_tools.is_perf_tool_csv(header):
                 out.formats[str(path)] = FORMATS[3]
                 run = _context_for(path, given, info)

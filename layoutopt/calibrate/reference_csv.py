@@ -54,12 +54,12 @@ def _check_rows(path: Path, rows: list[dict], header: list[str]) -> None:
                 raise InputError(f"{where}: {column}", text, "a number >= 0 or empty")
 
 
-def reference_cases(path: Path) -> tuple[list[MeasuredCase], list[tuple[str, str]]]:
-    """(cases, rows the perf model cannot replay as (row id, reason))."""
+def reference_cases(path: Path) -> tuple[list[MeasuredCase], list[tuple[str, str, str, str]]]:
+    """(cases, rows the perf model cannot replay as (row id, engine, GPU, reason))."""
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         header = list(reader.fieldnames or [])
         rows = list(reader)
     _check_rows(path, rows, header)
     cases, left_out = load_cases(path)
-    return cases, [(item[0], item[3]) for item in left_out]
+    return cases, [(item.row_id, item.engine, item.gpu, item.reason) for item in left_out]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections import Counter
 
 import click
 
@@ -74,7 +75,8 @@ def command(measurements, engine, gpu, model, tp, pp, ep, dp, precision, concurr
     left_out = dict(read.left_out)
     for case in read.cases:
         if case not in cases:
-            left_out.setdefault(case.row_id, "repeat of another row, or guessed worker counts")
+            left_out.setdefault(case.row_id, "disaggregated row without worker counts" if case.worker_counts_assumed
+                                else "repeat of a measurement already used")
     args = sys.argv[sys.argv.index("calibrate") + 1:] if "calibrate" in sys.argv else list(measurements)
     command_line = "layoutopt calibrate " + " ".join(shlex.quote(a) for a in args)
     result = calibrate_cases(cases, engine, parameters=chosen, folds=folds, loss=loss, sources=sources,
@@ -83,14 +85,16 @@ def command(measurements, engine, gpu, model, tp, pp, ep, dp, precision, concurr
     if output_format == "json":
         echo_json(result.profile)
         return
-    _render(result, output_path, len(left_out))
+    _render(result, output_path, left_out)
 
 
-def _render(result, output_path: str, num_left_out: int) -> None:
+def _render(result, output_path: str, left_out: dict[str, str]) -> None:
     profile = result.profile
     out = console()
     out.print(f"[bold]{profile.engine} on {profile.gpu_generation}[/bold] ({', '.join(profile.gpus)}): "
-              f"{profile.provenance.num_rows} rows fitted; {num_left_out} rows left out (reasons in the profile)")
+              f"{profile.provenance.num_rows} rows fitted; {len(left_out)} rows left out")
+    for reason, count in Counter(left_out.values()).most_common(5):
+        out.print(f"  left out: {count} x {reason}")
     constants = simple_table("Fitted constants", [("constant", "left"), ("before", "right"), ("after", "right"),
                                                   ("std err", "right")])
     for c in profile.fitted:
