@@ -185,3 +185,11 @@ def test_verify_with_a_profile_is_refused(profile_path, capsys):
     code, output = _run(["solve", "--model", "qwen3-8b", "--budget", "8xH100", "--verify", "--profile",
                          str(profile_path)], capsys)
     assert code == 2 and "--verify or --profile, not both" in output
+
+
+def test_a_gpu_of_no_known_generation_gets_an_unknown_band():
+    from layoutopt.calibrate.apply import error_band
+
+    band = error_band("vllm==0.33.0", "MyGPU-9000", "colocated")
+    assert (band.engine, band.gpu_generation, band.num_rows, band.ttft) == ("vllm", "unknown", 0, None)
+    assert "error unknown" in band.shown()

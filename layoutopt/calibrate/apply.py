@@ -61,8 +61,13 @@ def profile_engine(profile: ProfileFile | None, engine: EngineLike, gpu_names: S
 
 
 def error_band(engine: EngineLike, gpu: str, mode: str, profile: ProfileFile | None = None) -> ErrorBand:
-    """The expected error band of a prediction for ``engine`` on ``gpu`` in ``mode``."""
-    generation = gpu_generation(gpu)
+    """The expected error band of a prediction for ``engine`` on ``gpu`` in ``mode``; a GPU of no known
+    generation (a user catalog row without one) gets a band without rows: error unknown."""
+    try:
+        generation = gpu_generation(gpu)
+    except InputError:
+        return ErrorBand(engine=_engine_name(engine), gpu_generation="unknown", mode=mode, num_rows=0,
+                         basis=f"{gpu} has no GPU generation in the catalog: no calibration rows apply")
     if profile is not None and profile.gpu_generation == generation:
         band = profile.band(mode)
         if band is not None:
