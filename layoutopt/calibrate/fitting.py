@@ -11,6 +11,7 @@ figure needs every training fold to meet the same rule, else it is not computed 
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -129,6 +130,14 @@ def _rows(cases: Sequence[MeasuredCase], sources: dict[str, str], fit: FitResult
     return rows
 
 
+def builtin_profile(engine: str, generation: str) -> calibration.EngineProfile:
+    """The built-in profile a fit starts from: the one for ``generation`` where the perf model keeps
+    profiles per GPU generation, else the engine's one profile."""
+    if "generation" in inspect.signature(calibration.get_engine_profile).parameters:
+        return calibration.get_engine_profile(engine, generation)
+    return calibration.get_engine_profile(engine)
+
+
 @dataclass(frozen=True)
 class Calibration:
     profile: ProfileFile
@@ -156,7 +165,7 @@ def calibrate_cases(cases: list[MeasuredCase], engine: str, *, parameters: Seque
                          f"rows of one GPU generation per profile (got {', '.join(generations)})")
     check_enough_rows(len(cases), parameters)
     generation = generations[0]
-    base_profile = base or calibration.get_engine_profile(engine)
+    base_profile = base or builtin_profile(engine, generation)
     fit = fit_profile(cases, base_profile, parameters, loss=loss)
     checked = kfold(cases, base_profile, parameters, folds, loss)
     band_residuals, basis = ((checked.residuals, f"{checked.folds}-fold held-out residuals of the calibration rows")
@@ -172,7 +181,8 @@ def calibrate_cases(cases: list[MeasuredCase], engine: str, *, parameters: Seque
         provenance=Provenance(created_utc=datetime.now(timezone.utc).replace(microsecond=0),
                               tool=f"layoutopt {__version__}", command=command,
                               sources=sorted(set((sources or {}).values())), num_rows=len(cases),
-                              rows_left_out=dict(left_out or {}), base_profile=base_profile.source[:200],
+                              rows_left_out=dict(left_out or {}),
+                              base_profile=f"{base_profile.name}: {base_profile.source.split('. ')[0][:160]}",
                               loss=loss, rule=RULE),
         errors=Errors(before=error_summary(fit.residuals_before), after=error_summary(fit.residuals_after),
                       kfold=error_summary(checked.residuals) if checked.residuals is not None else None,
