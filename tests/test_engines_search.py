@@ -102,3 +102,14 @@ def test_infeasible_plans_never_suggest_pcp_the_engine_cannot_run():
     plan = api.solve("qwen3-32b", "8xH100", slo=tight, isl=100_000, osl=100, time_limit_s=5)
     assert plan.status == "infeasible"
     assert plan.explanation.suggestions and not any("context parallelism" in s for s in plan.explanation.suggestions)
+
+
+def test_the_mode_note_compares_a_pair_the_engine_can_connect():
+    import re
+
+    from layoutopt.optimizer.explain import mode_note
+
+    table = _table("qwen3-32b", "H100-SXM", 32, "vllm==0.13.0", None, "auto", default_slo=True)
+    assert table.incompatible_pairs
+    prefill_tp, decode_tp = map(int, re.search(r"prefill tp(\d+)\S* \+ decode tp(\d+)", mode_note(table, [])).groups())
+    assert decode_tp % prefill_tp == 0

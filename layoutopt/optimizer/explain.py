@@ -136,8 +136,8 @@ def filter_notes(table: CandidateTable) -> list[str]:
 def mode_note(table: CandidateTable, used: list[tuple[Candidate, int]]) -> str | None:
     """Why the plan runs the mode it does: best requests per dollar of each mode, per instance kind.
 
-    Compares the best colocated instance with the best prefill + decode pair, each at its capacity
-    (integrality and budget aside), and gives the seeds' split for that pair.
+    Compares the best colocated instance with the best prefill + decode pair the engine can connect,
+    each at its capacity (integrality and budget aside), and gives the seeds' split for that pair.
     """
     if table.mode != "auto":
         return f"mode fixed by --mode {table.mode}"
@@ -146,8 +146,13 @@ def mode_note(table: CandidateTable, used: list[tuple[Candidate, int]]) -> str |
     if not colocated or not (prefill and decode):
         return None
     best_colocated = max(colocated, key=lambda c: c.capacity_rps / c.cost_usd_per_hour)
-    best_prefill = min(prefill, key=lambda c: c.cost_usd_per_hour / c.capacity_rps)
-    best_decode = min(decode, key=lambda c: c.cost_usd_per_hour / c.capacity_rps)
+    # The best pair the engine can connect (vLLM 0.13 refuses a decode TP below the prefill TP).
+    barred = set(table.incompatible_pairs)
+    pairs = [(p, d) for p in prefill for d in decode if (p.name, d.name) not in barred]
+    if not pairs:
+        return None
+    best_prefill, best_decode = min(pairs, key=lambda pd: pd[0].cost_usd_per_hour / pd[0].capacity_rps
+                                    + pd[1].cost_usd_per_hour / pd[1].capacity_rps)
     colocated_per_usd = best_colocated.capacity_rps / best_colocated.cost_usd_per_hour * 3600
     pair_usd_per_rps = (best_prefill.cost_usd_per_hour / best_prefill.capacity_rps
                         + best_decode.cost_usd_per_hour / best_decode.capacity_rps)
