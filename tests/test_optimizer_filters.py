@@ -8,10 +8,11 @@ from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.optimizer.enumeration import build_candidate_table, filter_context
 from layoutopt.optimizer.filters import (
-    context_parallel_pays, divisibility, drop_dominated, latency_floor, memory_fit, pipeline_needed,
+    budget_holds_one, context_parallel_role, divisibility, drop_dominated, latency_floor, memory_fit,
     precision_support, scaleup_domain,
 )
-from layoutopt.optimizer.space import PCP_MIN_PROMPT_TOKENS, Proposal, degree_combinations, precision_pairs
+from layoutopt.optimizer.pre_cuts import FORMER_PCP_MIN_PROMPT_TOKENS, pcp_long_prompts_only, pipeline_needed
+from layoutopt.optimizer.space import Proposal, degree_combinations, precision_pairs
 from synthetic_candidates import make_candidate
 from layoutopt.plan import Layout
 from layoutopt.workloads.presets import default_workload, workload_from_lengths
@@ -31,17 +32,18 @@ def proposal(role="colocated", gpu=H100, **degrees) -> Proposal:
 
 
 def test_space_rules():
-    dense = list(degree_combinations(DENSE, H100, "colocated", long_prompts=False))
+    dense = list(degree_combinations(DENSE, H100, "colocated"))
     assert all(d["dp_size"] == 1 and d["ep_size"] == 1 for d in dense)  # DP/EP only for MoE
-    assert all(d["pcp_size"] == 1 for d in dense)  # PCP only for long prompts
+    assert {d["pcp_size"] for d in dense} == {1, 2, 4}  # PCP on prefilling roles, whatever the prompt
+    assert {d["pp_size"] for d in dense} == {1, 2, 4, 8}  # every depth
     assert {d["tp_size"] for d in dense} == {1, 2, 4, 8}  # powers of two within the 8-GPU domain
-    moe = list(degree_combinations(MOE, H100, "decode", long_prompts=True))
+    moe = list(degree_combinations(MOE, H100, "decode"))
     assert all(d["tp_size"] * d["dp_size"] <= 8 for d in moe)
     assert all(d["ep_size"] in (1, d["tp_size"] * d["dp_size"]) for d in moe)
     assert all(d["pcp_size"] == 1 for d in moe)  # decode never gets PCP
     # DCP only while tp > KV heads (2 for Qwen3.5), up to tp / KV heads.
     assert {(d["tp_size"], d["dcp_size"]) for d in moe if d["dcp_size"] > 1} == {(4, 2), (8, 2), (8, 4)}
-    long_prefill = list(degree_combinations(DENSE, H100, "prefill", long_prompts=True))
+    long_prefill = list(degree_combinations(DENSE, H100, "prefill"))
     assert {d["pcp_size"] for d in long_prefill} == {1, 2, 4}
     assert all(d["dcp_size"] == 1 for d in long_prefill)
 
@@ -58,24 +60,35 @@ def test_precision_pairs():
     (divisibility, proposal(tp_size=8), proposal(tp_size=16)),  # 64 heads, 8 KV heads: tp 16 breaks KV heads
     (memory_fit, proposal(tp_size=1, weight_precision="fp8"),
      proposal(tp_size=1, weight_precision="bf16", gpu=get_gpu("L4"))),
-    (pipeline_needed, proposal(tp_size=1, pp_size=1), proposal(tp_size=2, pp_size=2, weight_precision="fp8")),
 ])
 def test_structural_filter_keeps_and_drops(check, keep, drop):
     assert check(ctx(), keep) is None
     assert isinstance(check(ctx(), drop), str) and check(ctx(), drop)
 
 
-def test_pipeline_kept_when_a_stage_does_not_fit():
+def test_former_pre_cuts_still_cut_what_they_did():
     deep = proposal("colocated", tp_size=8, pp_size=2, weight_precision="bf16")
     # 397B in BF16 (~740 GiB) needs two 8-GPU H100 stages.
     assert pipeline_needed(ctx(BIG), deep) is None
+    assert "already fits" in pipeline_needed(ctx(), proposal(tp_size=2, pp_size=2, weight_precision="fp8"))
+    long_ctx = ctx(workload=workload_from_lengths(FORMER_PCP_MIN_PROMPT_TOKENS * 2, 100))
+    assert pcp_long_prompts_only(long_ctx, proposal("prefill", tp_size=4, pcp_size=2)) is None
+    assert pcp_long_prompts_only(ctx(), proposal("prefill", tp_size=4, pcp_size=2))
 
 
-def test_context_parallel_filter():
-    long_ctx = ctx(workload=workload_from_lengths(PCP_MIN_PROMPT_TOKENS * 2, 100))
-    assert context_parallel_pays(long_ctx, proposal("prefill", tp_size=4, pcp_size=2)) is None
-    assert "PCP" in context_parallel_pays(ctx(), proposal("prefill", tp_size=4, pcp_size=2))
-    assert "DCP" in context_parallel_pays(ctx(), proposal("prefill", tp_size=8, dcp_size=2))
+def test_context_parallel_filter_is_by_role_only():
+    assert context_parallel_role(ctx(), proposal("prefill", tp_size=4, pcp_size=2)) is None  # short prompts too
+    assert "DCP" in context_parallel_role(ctx(), proposal("prefill", tp_size=8, dcp_size=2))
+    assert "PCP" in context_parallel_role(ctx(), proposal("decode", tp_size=4, pcp_size=2))
+
+
+def test_budget_filter_is_exact():
+    limited = ctx().model_copy(update={"gpu_limits": {"H100-SXM": 4}})
+    assert budget_holds_one(limited, proposal(tp_size=4)) is None
+    assert "budget has 4" in budget_holds_one(limited, proposal(tp_size=4, pp_size=2))
+    capped = ctx().model_copy(update={"max_usd_per_hour": 10.0})  # H100 at $3.99/GPU-hour
+    assert budget_holds_one(capped, proposal(tp_size=2)) is None
+    assert "cap" in budget_holds_one(capped, proposal(tp_size=4))
 
 
 def test_latency_floor():
@@ -100,7 +113,7 @@ def test_enumeration_records_drops_and_builds_candidates():
     table = build_candidate_table(DENSE, [H100], default_workload(), SLO_CHAT, gpu_limits={"H100-SXM": 8},
                                   max_usd_per_hour=None, min_rate_rps=None)
     assert table.num_considered > len(table.candidates) > 0
-    assert table.dropped_by("pipeline needed") > 0
+    assert table.dropped_by("budget") > 0  # 16- to 64-GPU instances on an 8-GPU budget
     kept_plus_dropped = len(table.candidates) + sum(f.num_dropped for f in table.filters)
     assert kept_plus_dropped == table.num_considered
     for c in table.candidates:

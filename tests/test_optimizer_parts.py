@@ -88,17 +88,32 @@ def test_validator_catches_each_family():
 
 
 def test_ratio_check_by_hand():
-    table = CandidateTable(candidates=(), gpu_limits={"H100-SXM": 8}, mean_input_tokens=4000, mean_output_tokens=500)
     prefill = make_candidate("prefill", capacity_rps=2.0)  # 8000 prompt tok/s per GPU
     decode = make_candidate("decode", capacity_rps=4.0)  # 2000 output tok/s per GPU
+    table = CandidateTable(candidates=(prefill, decode), gpu_limits={"H100-SXM": 8}, mean_input_tokens=4000,
+                           mean_output_tokens=500)
     check = ratio_check(table, [(prefill, 2), (decode, 1)])
     # seeds/002 scenario A: (4000 / 8000) : (500 / 2000) = 2 : 1
     assert check.formula_prefill_to_decode == pytest.approx(2.0)
     assert check.plan_prefill_to_decode == pytest.approx(2.0)
     assert "follows the formula" in check.note
     skewed = ratio_check(table, [(prefill, 3), (decode, 1)])
-    assert skewed.plan_prefill_to_decode == pytest.approx(3.0) and "spare capacity" in skewed.note
+    assert skewed.plan_prefill_to_decode == pytest.approx(3.0)
     assert ratio_check(table, [(make_candidate("colocated"), 2)]) is None
+
+
+def test_ratio_check_takes_p_and_d_from_the_table_not_the_plan():
+    fast = make_candidate("prefill", tp_size=1, capacity_rps=2.0, usd_per_gpu_hour=8.0)  # P = 8000 tok/s/GPU
+    cheap = make_candidate("prefill", tp_size=2, capacity_rps=2.0, usd_per_gpu_hour=2.0)  # 4000 tok/s/GPU
+    decode = make_candidate("decode", capacity_rps=4.0)  # D = 2000 tok/s/GPU
+    table = CandidateTable(candidates=(fast, cheap, decode), gpu_limits={"H100-SXM": 16}, mean_input_tokens=4000,
+                           mean_output_tokens=500)
+    check = ratio_check(table, [(cheap, 2), (decode, 1)])
+    assert check.prefill_tok_per_s_per_gpu == pytest.approx(8000) and check.best_prefill_candidate == fast.name
+    assert check.formula_prefill_to_decode == pytest.approx(2.0)  # from P and D of the table
+    assert check.plan_prefill_to_decode == pytest.approx(4.0)  # 4 GPUs of the cheaper layout : 1
+    assert check.formula_at_plan_rates == pytest.approx(4.0)
+    assert "not P" in check.note and "best per dollar" in check.note
 
 
 def test_bottleneck_labels():

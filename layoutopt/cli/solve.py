@@ -68,7 +68,12 @@ def _checked_workload(model, workload_path, isl, osl):
 @click.option("--headroom", type=FiniteFloatRange(), default=0.7, show_default=True, help="target utilization of each instance")
 @click.option("--top-k", type=click.IntRange(0, MAX_TOP_K), default=0, show_default=True, help="also list this many next-best distinct plans")
 @click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True,
-              help="seconds for the solver")
+              help="seconds for the solvers (CP-SAT deterministic time: the same plan on any machine); candidate "
+                   "evaluation comes on top")
+@click.option("--tolerance", "--gap-tolerance", "tolerance_fraction", type=FiniteFloatRange(0.0, 0.5), default=0.02,
+              show_default=True,
+              help="status optimal = the plan's objective is proven within this fraction of the best; with "
+                   "goodput-per-dollar also the share of the best ratio given up for more goodput")
 @click.option("--gpus", "gpus_path", type=click.Path(dir_okay=False), default=None, help="extra GPU catalog rows")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False), default=None, help="prices file")
 @click.option("--verify", is_flag=True, help="replay the plan in the simulator at its planned rate")
@@ -79,11 +84,28 @@ def _checked_workload(model, workload_path, isl, osl):
 @format_option
 @click.option("--output", "output_path", type=click.Path(dir_okay=False), default=None,
               help="also write the plan as JSON to this file")
+@click.option("--fleet", "fleet_path", type=click.Path(dir_okay=False), default=None,
+              help="fleet YAML: several models (workload, SLO, rate each) planned together on one budget")
+@click.option("--scenarios", "scenarios_path", type=click.Path(dir_okay=False), default=None,
+              help="scenarios YAML (name, weight, rate_rps, workload, optional slo): one plan for all of them")
+@click.option("--robust", type=click.Choice(["all", "expected", "worst"]), default="all", show_default=True,
+              help="with --scenarios: hold every scenario's rate at least cost, or maximize weighted (expected) or "
+                   "worst-case goodput per dollar")
 def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine,
-            profile_path, precision, headroom, top_k, time_limit_s, gpus_path, prices_path, verify, verify_requests, emit_dir, output_format,
-            output_path) -> None:
+            profile_path, precision, headroom, top_k, time_limit_s, tolerance_fraction, gpus_path, prices_path, verify,
+            verify_requests, emit_dir, output_format,
+            output_path, fleet_path, scenarios_path, robust) -> None:
     """Find the layout that maximizes goodput per dollar (or another --objective) under the SLO."""
     from layoutopt import api
+
+    if fleet_path is not None:
+        _solve_fleet(fleet_path, budget, engine, precision, headroom, time_limit_s, tolerance_fraction, gpus_path,
+                     prices_path, output_format, output_path)
+        return
+    if scenarios_path is not None:
+        _solve_robust(model, budget, scenarios_path, robust, slo_path, engine, precision, headroom, time_limit_s,
+                      tolerance_fraction, gpus_path, prices_path, output_format, output_path)
+        return
 
     if budget is None and cluster_path is None:
         raise InputError("--budget", None, "a budget such as 32xH100 or '$400/h', or --cluster cluster.yaml")
@@ -95,7 +117,8 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
     plan = api.solve(model, budget, slo_path, workload, isl=isl, osl=osl, rate_rps=rate_rps,
                      objective=objective, mode=mode, engine=engine, precision=precision, headroom=headroom,
                      top_k=top_k, time_limit_s=time_limit_s, gpus_path=gpus_path, prices_path=prices_path,
-                     cluster=cluster_path, spread_racks=spread_racks, profile=profile_path)
+                     cluster=cluster_path, spread_racks=spread_racks, profile=profile_path,
+                     tolerance_fraction=tolerance_fraction)
     if verify and plan.pools:
         from layoutopt.simulator.verify import verify_plan
 
@@ -122,3 +145,73 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
         shown = [] if output_format == "table" else plan.explanation.reasons + [
             f"try: {s}" for s in plan.explanation.suggestions]
         raise InfeasibleError(f"status {plan.status}: no plan meets the constraints", shown)
+
+
+def _solve_fleet(fleet_path, budget, engine, precision, headroom, time_limit_s, tolerance_fraction, gpus_path,
+                 prices_path, output_format, output_path) -> None:
+    """``solve --fleet``: one plan per model from one CP-SAT model, and the naive split's cost."""
+    from layoutopt import api
+
+    fleet = api.solve_fleet(fleet_path, budget, engine=engine, precision=precision, headroom=headroom,
+                            time_limit_s=time_limit_s, tolerance_fraction=tolerance_fraction, gpus_path=gpus_path,
+                            prices_path=prices_path)
+    text = json_text(fleet)
+    if output_path:
+        write_atomically(output_path, text + "\n")
+    if output_format == "json":
+        click.echo(text)
+    else:
+        click.echo(f"fleet of {len(fleet.plans) or len(fleet.split)} models on {fleet.budget} — objective "
+                   f"{fleet.objective}, status {fleet.status}")
+        for plan in fleet.plans:
+            pools = ", ".join(f"{p.instances} x {p.role} {p.gpu} tp{p.tp_size}"
+                              + (f" pp{p.pp_size}" if p.pp_size > 1 else "") for p in plan.pools)
+            click.echo(f"  {plan.model}: {pools}; ${plan.totals.cost_usd_per_hour:,.2f}/h, "
+                       f"{plan.totals.goodput_rps:.2f} req/s")
+        if fleet.totals is not None:
+            by_type = ", ".join(f"{n}x{g}" for g, n in fleet.totals.gpus_by_type.items())
+            click.echo(f"total: {fleet.totals.gpus} GPUs ({by_type}), ${fleet.totals.cost_usd_per_hour:,.2f}/h")
+        for member in fleet.split:
+            shown = f"${member.cost_usd_per_hour:,.2f}/h" if member.cost_usd_per_hour is not None else member.status
+            click.echo(f"  alone on {member.budget}: {member.model} {shown}")
+        click.echo(f"solver: {fleet.solver.status}, {fleet.solver.proof}")
+        for note in fleet.notes:
+            click.echo(f"note: {note}")
+    if not fleet.plans:
+        raise InfeasibleError(f"status {fleet.status}: no fleet plan meets every model's rate and SLO", [])
+
+
+def _solve_robust(model, budget, scenarios_path, robust, slo_path, engine, precision, headroom, time_limit_s,
+                  tolerance_fraction, gpus_path, prices_path, output_format, output_path) -> None:
+    """``solve --scenarios``: one set of instances for every traffic scenario."""
+    from layoutopt import api
+    from layoutopt.optimizer.solve import DEFAULT_MODEL, DEFAULT_SLO
+
+    if budget is None:
+        raise InputError("--budget", None, "a budget such as 32xH100 or '$400/h' (with --scenarios)")
+    slo = api.load_slo(slo_path) if slo_path else DEFAULT_SLO
+    plan = api.solve_robust(model or DEFAULT_MODEL, budget, scenarios_path, slo, robust, engine=engine,
+                            precision=precision, headroom=headroom, time_limit_s=time_limit_s,
+                            tolerance_fraction=tolerance_fraction, gpus_path=gpus_path, prices_path=prices_path)
+    text = json_text(plan)
+    if output_path:
+        write_atomically(output_path, text + "\n")
+    if output_format == "json":
+        click.echo(text)
+    else:
+        click.echo(f"{plan.model} on {plan.budget}, robust {plan.robust} over {len(plan.scenarios)} scenarios — "
+                   f"status {plan.status}")
+        for pool in plan.pools:
+            click.echo(f"  {pool.instances} x {pool.role} {pool.gpu} tp{pool.tp_size}"
+                       + (f" pp{pool.pp_size}" if pool.pp_size > 1 else "") + f" {pool.precision}")
+        if plan.cost_usd_per_hour is not None:
+            click.echo(f"cost: ${plan.cost_usd_per_hour:,.2f}/h")
+        for s in plan.scenarios:
+            alone = f"${s.alone_cost_usd_per_hour:,.2f}/h" if s.alone_cost_usd_per_hour is not None else s.alone_status
+            click.echo(f"  {s.name}: serves {s.served_rps:.2f} of {s.rate_rps:g} req/s"
+                       f"{' (binds)' if s.binds else ''}; alone {alone}")
+        click.echo(f"solver: {plan.status}, {plan.proof}")
+        for note in plan.notes:
+            click.echo(f"note: {note}")
+    if not plan.pools:
+        raise InfeasibleError(f"status {plan.status}: no single plan serves every scenario", [])

@@ -88,6 +88,15 @@ class LatencyFloor(_Frozen):
     latency_ms: float = Field(ge=0)
 
 
+class OverBudget(_Frozen):
+    """The smallest instance that fits in memory but not in the budget (fewest GPUs, then cheapest)."""
+
+    candidate: str
+    gpu: str
+    gpus_per_instance: int = Field(ge=1)
+    cost_usd_per_hour: float = Field(ge=0)
+
+
 class CandidateTable(_Frozen):
     """The solver's whole input: candidates, limits and the enumeration record.
 
@@ -106,6 +115,8 @@ class CandidateTable(_Frozen):
     filters: tuple[FilterRecord, ...] = ()
     fastest_ttft: LatencyFloor | None = Field(default=None, description="over prefilling proposals evaluated")
     fastest_tpot: LatencyFloor | None = Field(default=None, description="over decoding proposals evaluated")
+    smallest_over_budget: OverBudget | None = Field(
+        default=None, description="the smallest instance the budget filter dropped (diagnosis quotes it)")
     domain_capacity_gpus: dict[str, dict[int, int]] = Field(
         default_factory=dict, description="GPU type -> {s: GPUs stage groups of s or more GPUs can fill in the "
         "cluster's NVLink domains}; empty without a cluster file")

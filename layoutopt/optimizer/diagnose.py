@@ -23,6 +23,7 @@ _GIB = 2.0**30
 # A suggested latency target leaves this margin over the fastest candidate's unloaded latency.
 SLO_SUGGESTION_MARGIN = 1.25
 SUGGESTION_TIME_LIMIT_S = 2.0
+MAX_GPU_SUGGESTIONS = 3
 
 # Builds the candidate table of the same problem on other GPU types: (GPUs, GPU limits) -> table.
 TableBuilder = Callable[[Sequence[GpuSpec], dict[str, int]], CandidateTable]
@@ -77,7 +78,11 @@ def _no_candidates(found: Diagnosis, table: CandidateTable, dropped, model: Mode
         found.reasons.append(dropped["precision support"].example)
         found.suggestions.append("use --precision auto or a precision the GPU supports, or a GPU that has it")
         return
-    if "memory fit" in dropped and not table.candidates and not ({"latency floor", "capacity at SLO"} & set(dropped)):
+    evaluated_misses = {"latency floor", "capacity at SLO"} & set(dropped)
+    if not table.candidates and table.smallest_over_budget is not None and not evaluated_misses:
+        _over_budget(found, table, model, gpus)
+        return
+    if "memory fit" in dropped and not table.candidates and not evaluated_misses:
         precision, weights_gib = memory_needed(model, gpus)
         largest = max(g.memory_gib * min(g.scaleup_domain_gpus * MAX_PP_SIZE, 64) for g in gpus)
         found.reasons.append(
@@ -111,6 +116,22 @@ def _no_candidates(found: Diagnosis, table: CandidateTable, dropped, model: Mode
         found.reasons.append(f"no layout can {phase} within the SLO — {shown}")
         if "capacity at SLO" in dropped:
             found.suggestions.append("a looser SLO (the targets hold only at no load)")
+
+
+def _over_budget(found: Diagnosis, table: CandidateTable, model: ModelSpec, gpus: Sequence[GpuSpec]) -> None:
+    """Every layout that fits in memory needs more GPUs or dollars than the budget has."""
+    smallest = table.smallest_over_budget
+    limit = table.gpu_limits.get(smallest.gpu)
+    precision, weights_gib = memory_needed(model, [g for g in gpus if g.name == smallest.gpu] or gpus)
+    if limit is not None and limit < smallest.gpus_per_instance:
+        found.reasons.append(f"{model.name} needs {weights_gib:.0f} GiB for its weights at {precision} plus KV "
+                             f"cache: the smallest instance ({smallest.candidate}) needs {smallest.gpus_per_instance} "
+                             f"{smallest.gpu} GPUs; the budget has {limit}")
+        found.suggestions.append(f"a budget of at least {smallest.gpus_per_instance}x{smallest.gpu}")
+    elif table.max_usd_per_hour is not None:
+        found.reasons.append(f"the cheapest instance that fits ({smallest.candidate}) costs "
+                             f"${smallest.cost_usd_per_hour:.2f}/h, over the ${table.max_usd_per_hour:.2f}/h cap")
+        found.suggestions.append(f"a cap of at least ${smallest.cost_usd_per_hour:.2f}/h")
 
 
 def _budget_or_rate(found: Diagnosis, table: CandidateTable, objective: str, model: ModelSpec,
@@ -154,18 +175,23 @@ def _budget_or_rate(found: Diagnosis, table: CandidateTable, objective: str, mod
 
 def _other_gpu_types(found: Diagnosis, build_table: TableBuilder, other_gpus: Sequence[GpuSpec],
                      gpus: Sequence[GpuSpec], slo: SLO) -> None:
-    """Try each catalog GPU type not in the budget; suggest those where both phases meet the SLO."""
+    """Suggest the cheapest catalog GPU types not in the budget where both phases meet the SLO.
+
+    Types are tried cheapest first and the search stops at ``MAX_GPU_SUGGESTIONS``; a type where
+    no layout fits in memory costs only the structural filters.
+    """
     count = max(8, sum(g.scaleup_domain_gpus for g in gpus))
     key_ttft, _ = _strictest(slo.ttft_ms)
     key_tpot, _ = _strictest(slo.tpot_ms)
     working = []
-    for gpu in other_gpus:
-        if gpu.price is None or any(gpu.name == g.name for g in gpus):
-            continue
+    others = [g for g in other_gpus if g.price is not None and not any(g.name == b.name for b in gpus)]
+    for gpu in sorted(others, key=lambda g: (g.price.typical_usd_per_hour, g.name)):
         table = build_table([gpu], {gpu.name: count})
         if all(_phases_covered(table)) and table.fastest_ttft and table.fastest_tpot:
             working.append((gpu.price.typical_usd_per_hour, gpu.name, table))
-    for _, name, table in sorted(working, key=lambda item: item[0])[:3]:
+            if len(working) == MAX_GPU_SUGGESTIONS:
+                break
+    for _, name, table in working:
         found.suggestions.append(
             f"another GPU type: {count}x{name} meets the SLO (unloaded TTFT {key_ttft} "
             f"{table.fastest_ttft.latency_ms:.0f} ms, TPOT {table.fastest_tpot.latency_ms:.1f} ms)")

@@ -13,13 +13,16 @@ from collections.abc import Mapping, Sequence
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.engines import engine_ref_of
-from layoutopt.optimizer.candidates import Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice
-from layoutopt.optimizer.engine_rules import drop_rule_breakers, prune_with_pairing
+from layoutopt.optimizer.candidates import (
+    Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice, OverBudget,
+)
+from layoutopt.optimizer.engine_rules import drop_rule_breakers, incompatible_pairs, prune_with_pairing
 from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, latency_floor
 from layoutopt.plan import Percentiles
+from layoutopt.optimizer.pre_cuts import DEFAULT_PRE_CUTS, PreCuts
 from layoutopt.optimizer.space import Proposal, enumerate_proposals
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY, EngineProfile
-from layoutopt.perf_model.capacity import instance_capacity
+from layoutopt.optimizer.evaluation import capacities
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
 from layoutopt.plan import Role
 from layoutopt.perf_model.links import Link, inter_node_link
@@ -38,6 +41,17 @@ class _Tally:
         self.examples: dict[str, str] = {}
         self.fastest_ttft: LatencyFloor | None = None
         self.fastest_tpot: LatencyFloor | None = None
+        self._ranks: dict[str, float] = {}
+        self.smallest_over_budget: OverBudget | None = None
+
+    def over_budget(self, proposal: Proposal) -> None:
+        """Remember the smallest (then cheapest) instance the budget cannot hold."""
+        gpus = proposal.layout.gpus_per_instance
+        usd = proposal.gpu.price.typical_usd_per_hour * gpus if proposal.gpu.price is not None else 0.0
+        best = self.smallest_over_budget
+        if best is None or (gpus, usd) < (best.gpus_per_instance, best.cost_usd_per_hour):
+            self.smallest_over_budget = OverBudget(candidate=proposal.name, gpu=proposal.gpu.name,
+                                                   gpus_per_instance=gpus, cost_usd_per_hour=usd)
 
     def observe(self, proposal: Proposal, perf) -> None:
         """Remember the fastest unloaded TTFT and TPOT seen, for infeasibility reports."""
@@ -53,9 +67,14 @@ class _Tally:
         return LatencyFloor(candidate=proposal.name, role=proposal.role, gpu=proposal.gpu.name,
                             layout=proposal.layout, latency_ms=latency_ms)
 
-    def drop(self, name: str, reason: str) -> None:
+    def drop(self, name: str, reason: str, rank: float | None = None) -> None:
+        """Count a drop; the example is the first reason, or the lowest-``rank`` one when ranks are given."""
         self.counts[name] = self.counts.get(name, 0) + 1
-        self.examples.setdefault(name, reason)
+        if rank is None:
+            self.examples.setdefault(name, reason)
+        elif name not in self._ranks or rank < self._ranks[name]:
+            self._ranks[name] = rank
+            self.examples[name] = reason
 
     def records(self) -> tuple[FilterRecord, ...]:
         return tuple(FilterRecord(name=n, num_dropped=c, example=self.examples[n]) for n, c in self.counts.items())
@@ -67,12 +86,14 @@ def roles_for_mode(mode: ModeChoice) -> list[Role]:
 
 
 def filter_context(model: ModelSpec, workload: Workload, slo: SLO, engine: "str | EngineProfile",
-                   max_stage_gpus: Mapping[str, int] | None = None) -> FilterContext:
+                   max_stage_gpus: Mapping[str, int] | None = None, gpu_limits: Mapping[str, int] | None = None,
+                   max_usd_per_hour: float | None = None) -> FilterContext:
     p_in = workload.input_tokens.quantile_tokens(FIT_QUANTILE)
     p_out = workload.output_tokens.quantile_tokens(FIT_QUANTILE)
     return FilterContext(model=model, slo=slo, engine=engine, fit_context_tokens=p_in + p_out,
                          prefill_fit_context_tokens=p_in, p90_input_tokens=workload.input_tokens.quantile_tokens(0.9),
-                         max_stage_gpus=dict(max_stage_gpus or {}))
+                         max_stage_gpus=dict(max_stage_gpus or {}), gpu_limits=dict(gpu_limits or {}),
+                         max_usd_per_hour=max_usd_per_hour)
 
 
 def kv_link_of(gpu: GpuSpec, kv_links: Mapping[str, Link] | None) -> Link:
@@ -82,13 +103,19 @@ def kv_link_of(gpu: GpuSpec, kv_links: Mapping[str, Link] | None) -> Link:
     return inter_node_link(gpu)
 
 
-def structural_survivors(ctx: FilterContext, proposals: Sequence[Proposal], tally: _Tally) -> list[Proposal]:
+def structural_survivors(ctx: FilterContext, proposals: Sequence[Proposal], tally: _Tally,
+                         pre_cuts: PreCuts | None = None) -> list[Proposal]:
     kept = []
+    checks = list(STRUCTURAL_FILTERS) + (pre_cuts.filters() if pre_cuts is not None else [])
     for proposal in proposals:
-        for name, check in STRUCTURAL_FILTERS:
+        for name, check in checks:
             reason = check(ctx, proposal)
             if reason:
-                tally.drop(name, f"{proposal.role} on {proposal.gpu.name}: {reason}")
+                # The budget's example is the smallest instance it cannot hold (diagnosis quotes it).
+                if name == "budget":
+                    tally.over_budget(proposal)
+                tally.drop(name, f"{proposal.role} on {proposal.gpu.name}: {reason}",
+                           proposal.layout.gpus_per_instance if name == "budget" else None)
                 break
         else:
             kept.append(proposal)
@@ -132,14 +159,16 @@ def evaluate(ctx: FilterContext, proposals: Sequence[Proposal], workload: Worklo
 
     ``kv_links`` (GPU type -> Link) is the KV path a prefill instance counts on; its NIC by default.
     """
-    candidates = []
+    priced = []
     for proposal in proposals:
         if proposal.gpu.price is None:
             tally.drop("price", f"{proposal.gpu.name} has no price in the catalog (pass a prices file)")
-            continue
-        kv_link = kv_link_of(proposal.gpu, kv_links) if proposal.role == "prefill" else None
-        perf = instance_capacity(ctx.model, proposal.gpu, proposal.layout, proposal.role, workload, ctx.slo,
-                                 engine=ctx.engine, headroom=headroom, kv_link=kv_link)
+        else:
+            priced.append(proposal)
+    jobs = [(p.gpu, p.layout, p.role, kv_link_of(p.gpu, kv_links) if p.role == "prefill" else None) for p in priced]
+    perfs = capacities(ctx.model, workload, ctx.slo, ctx.engine, headroom, jobs)
+    candidates = []
+    for proposal, perf in zip(priced, perfs):
         tally.observe(proposal, perf)
         reason = latency_floor(ctx, proposal.role, perf.unloaded_ttft_ms, perf.unloaded_tpot_ms)
         if reason:
@@ -158,7 +187,8 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
                           headroom: float = 0.7, kv_links: Mapping[str, Link] | None = None,
                           max_stage_gpus: Mapping[str, int] | None = None,
                           domain_capacity_gpus: Mapping[str, dict[int, int]] | None = None,
-                          profile: EngineProfile | None = None) -> CandidateTable:
+                          profile: EngineProfile | None = None, pre_cuts: PreCuts | None = None,
+                          prune_dominated: bool = True) -> CandidateTable:
     """Enumerate, filter and evaluate every candidate for ``gpus``; the solver's whole input.
 
     ``profile`` (a profile file's constants, ``layoutopt calibrate``) replaces the built-in
@@ -166,25 +196,31 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
 
     A cluster file adds ``kv_links`` (GPU type -> the KV link prefill counts on),
     ``max_stage_gpus`` and ``domain_capacity_gpus`` (see ``cluster_fit``); ``gpus`` then already
-    carry the cluster's NVLink domain size.
+    carry the cluster's NVLink domain size. ``pre_cuts`` chooses the former heuristics applied (default ``DEFAULT_PRE_CUTS``).
+    ``prune_dominated=False`` keeps dominated candidates: plans robust across scenarios share one set
+    of instances, and a layout dominated under one scenario's workload may not be under another's.
     """
     # The name (or a fitted profile) drives the perf model, the version the engine rules; a profile
     # given apart (a profile file) keeps the engine reference's rules.
     ref = engine_ref_of(engine)
     constants = profile or (ref.name if isinstance(engine, str) else engine)
-    ctx = filter_context(model, workload, slo, constants, max_stage_gpus)
+    ctx = filter_context(model, workload, slo, constants, max_stage_gpus, gpu_limits, max_usd_per_hour)
     tally = _Tally()
-    proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision, ctx.p90_input_tokens))
-    survivors = drop_rule_breakers(ref, model, structural_survivors(ctx, proposals, tally), tally.drop)
+    proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision))
+    cuts = DEFAULT_PRE_CUTS if pre_cuts is None else pre_cuts
+    survivors = drop_rule_breakers(ref, model, structural_survivors(ctx, proposals, tally, cuts), tally.drop)
     candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links)
-    candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
+    if prune_dominated:
+        candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
+    else:
+        dominated, pairs = [], incompatible_pairs(ref, model, candidates)
     for candidate, reason in dominated:
         tally.drop("dominated", reason)
     return CandidateTable(
         candidates=tuple(candidates), gpu_limits=dict(gpu_limits), max_usd_per_hour=max_usd_per_hour,
         min_rate_rps=min_rate_rps, mode=mode, mean_input_tokens=workload.mean_input_tokens,
         mean_output_tokens=workload.mean_output_tokens, num_considered=len(proposals), filters=tally.records(),
-        fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot,
+        fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot, smallest_over_budget=tally.smallest_over_budget,
         domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
         incompatible_pairs=pairs,
     )

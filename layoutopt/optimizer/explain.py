@@ -10,6 +10,8 @@ from layoutopt.workloads.slo import SLO
 
 # A constraint binds when less than this fraction of it is left over.
 BINDING_SLACK_FRACTION = 0.02
+# The plan "follows" the seeds' ratio when within this fraction of it.
+RATIO_AGREEMENT_FRACTION = 0.05
 
 
 def _slo_key(targets: dict[str, float]) -> str:
@@ -82,48 +84,92 @@ def binding_constraints(table: CandidateTable, outcome: SolveOutcome, used: list
     return binding
 
 
-def ratio_check(table: CandidateTable, used: list[tuple[Candidate, int]]) -> RatioCheck | None:
+def _per_gpu(c: Candidate, tokens: float) -> float:
+    """Tokens/s one GPU of ``c`` delivers at its SLO capacity (headroom included)."""
+    return c.capacity_rps * tokens / c.gpus_per_instance
+
+
+def ratio_check(table: CandidateTable, used: list[tuple[Candidate, int]],
+                outcome: SolveOutcome | None = None) -> RatioCheck | None:
     """The plan's prefill:decode GPU split against N_p : N_d = (Tin / P) : (Tout / D) (seeds/002).
 
-    P and D are the per-GPU token rates of the plan's own pools at their SLO capacity (with
-    headroom), so the formula and the plan use the same numbers; what remains are the reasons
-    the note names: whole instances, pools that differ in kind, and budget slack.
+    P is the best prompt tok/s per GPU of any prefill candidate at the TTFT target and D the best
+    output tok/s per GPU of any decode candidate at the TPOT target, both from the candidate table
+    and independent of the plan, as the seeds' formula is meant to be used. The note explains a
+    difference in two steps: the plan's pools may run other layouts (or GPU types) than the ones
+    with the best P and D, which moves the formula to the pools' own rates; what is left comes from
+    whole instances and spare capacity of a pool.
     """
     prefill = [(c, n) for c, n in used if c.role == "prefill"]
     decode = [(c, n) for c, n in used if c.role == "decode"]
-    if not prefill or not decode:
+    prefills, decodes = table.by_role("prefill"), table.by_role("decode")
+    if not prefill or not decode or not prefills or not decodes:
         return None
+    t_in, t_out = table.mean_input_tokens, table.mean_output_tokens
+    best_p = max(prefills, key=lambda c: (_per_gpu(c, t_in), c.name))
+    best_d = max(decodes, key=lambda c: (_per_gpu(c, t_out), c.name))
+    p_best, d_best = _per_gpu(best_p, t_in), _per_gpu(best_d, t_out)
     prefill_gpus = sum(c.gpus_per_instance * n for c, n in prefill)
     decode_gpus = sum(c.gpus_per_instance * n for c, n in decode)
-    p_per_gpu = sum(c.capacity_rps * n for c, n in prefill) * table.mean_input_tokens / prefill_gpus
-    d_per_gpu = sum(c.capacity_rps * n for c, n in decode) * table.mean_output_tokens / decode_gpus
-    formula = (table.mean_input_tokens / p_per_gpu) / (table.mean_output_tokens / d_per_gpu)
+    p_plan = sum(c.capacity_rps * n for c, n in prefill) * t_in / prefill_gpus
+    d_plan = sum(c.capacity_rps * n for c, n in decode) * t_out / decode_gpus
+    formula = (t_in / p_best) / (t_out / d_best)
+    own = (t_in / p_plan) / (t_out / d_plan)
     plan = prefill_gpus / decode_gpus
+    served_rps = rate_rps(outcome.disaggregated_rate_units) if outcome is not None else None
     return RatioCheck(
         plan_prefill_gpus=prefill_gpus, plan_decode_gpus=decode_gpus, formula_prefill_to_decode=formula,
-        plan_prefill_to_decode=plan, prefill_tok_per_s_per_gpu=p_per_gpu, decode_tok_per_s_per_gpu=d_per_gpu,
-        note=_ratio_note(formula, plan, prefill, decode, prefill_gpus, decode_gpus),
+        plan_prefill_to_decode=plan, prefill_tok_per_s_per_gpu=p_best, decode_tok_per_s_per_gpu=d_best,
+        best_prefill_candidate=best_p.name, best_decode_candidate=best_d.name,
+        plan_prefill_tok_per_s_per_gpu=p_plan, plan_decode_tok_per_s_per_gpu=d_plan,
+        formula_at_plan_rates=own,
+        note=_ratio_note(formula, own, plan, prefill, decode, best_p, best_d, p_plan, d_plan, p_best, d_best,
+                         prefill_gpus, decode_gpus, served_rps),
     )
 
 
-def _ratio_note(formula: float, plan: float, prefill, decode, prefill_gpus: int, decode_gpus: int) -> str:
-    shown = f"plan {prefill_gpus}:{decode_gpus} GPUs ({plan:.2f}) vs formula {formula:.2f}"
-    if abs(plan - formula) <= 0.05 * formula:
+def _ratio_note(formula: float, own: float, plan: float, prefill, decode, best_p: Candidate, best_d: Candidate,
+                p_plan: float, d_plan: float, p_best: float, d_best: float, prefill_gpus: int, decode_gpus: int,
+                served_rps: float | None) -> str:
+    shown = (f"plan {prefill_gpus}:{decode_gpus} GPUs ({plan:.2f}) vs formula {formula:.2f} "
+             f"(P {p_best:,.0f} tok/s/GPU {best_p.name}, D {d_best:,.0f} tok/s/GPU {best_d.name})")
+    if abs(plan - formula) <= RATIO_AGREEMENT_FRACTION * formula:
         return f"{shown}: the plan follows the formula"
-    ideal_prefill = formula * decode_gpus
-    step = max(c.gpus_per_instance for c, _ in prefill)
     reasons = []
-    if abs(ideal_prefill - prefill_gpus) < step or abs(prefill_gpus / formula - decode_gpus) < max(
-            c.gpus_per_instance for c, _ in decode):
-        reasons.append(f"pools come in whole instances ({step} GPUs per prefill instance), so the split rounds")
-    if plan > formula:
-        reasons.append("the prefill pool has spare capacity: its capacity is TTFT-bound at the SLO, or the "
-                       "remaining budget fits prefill instances better than decode ones")
-    else:
-        reasons.append("the decode pool has spare capacity: the remaining budget fits decode instances better")
+    if abs(own - formula) > RATIO_AGREEMENT_FRACTION * formula:
+        parts = []
+        if p_plan < p_best * (1 - RATIO_AGREEMENT_FRACTION):
+            parts.append(f"prefill runs at {p_plan:,.0f} tok/s/GPU, not P")
+        if d_plan < d_best * (1 - RATIO_AGREEMENT_FRACTION):
+            parts.append(f"decode runs at {d_plan:,.0f} tok/s/GPU, not D")
+        cheaper = _cheaper_per_token(prefill, best_p) or _cheaper_per_token(decode, best_d)
+        why = ("the layouts with the best rate per GPU are not the best per dollar" if cheaper
+               else "the budget, the mode or the KV link favour other layouts")
+        reasons.append(f"{' and '.join(parts) or 'the pools run other layouts'} ({why}): at the pools' own rates "
+                       f"the formula gives {own:.2f}")
+    if abs(plan - own) > RATIO_AGREEMENT_FRACTION * own:
+        step_p = max(c.gpus_per_instance for c, _ in prefill)
+        step_d = max(c.gpus_per_instance for c, _ in decode)
+        if abs(own * decode_gpus - prefill_gpus) < step_p or abs(prefill_gpus / own - decode_gpus) < step_d:
+            reasons.append(f"pools come in whole instances ({step_p} GPUs per prefill, {step_d} per decode "
+                           "instance), so the split rounds")
+        if served_rps:
+            for role, pool in (("prefill", prefill), ("decode", decode)):
+                capacity = sum(c.capacity_rps * n for c, n in pool)
+                if capacity > served_rps * (1 + RATIO_AGREEMENT_FRACTION):
+                    reasons.append(f"the {role} pool has {capacity / served_rps - 1:.0%} spare capacity over the "
+                                   f"{served_rps:.2f} req/s it serves (the budget fits {role} instances better)")
     if len({c.gpu for c, _ in prefill + decode}) > 1:
         reasons.append("the pools use different GPU types, so per-GPU rates differ in price")
+    if not reasons:
+        reasons.append("the difference is within the rounding of whole instances")
     return f"{shown}: " + "; ".join(reasons)
+
+
+def _cheaper_per_token(pool, best: Candidate) -> bool:
+    """Whether some layout of ``pool`` delivers more tokens per dollar than the best-per-GPU one."""
+    best_per_usd = best.capacity_rps / best.cost_usd_per_hour
+    return any(c.capacity_rps / c.cost_usd_per_hour > best_per_usd * (1 + 1e-9) for c, _ in pool)
 
 
 def filter_notes(table: CandidateTable) -> list[str]:

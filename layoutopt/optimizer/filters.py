@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict
 from layoutopt.errors import LayoutError
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
-from layoutopt.optimizer.space import PCP_MIN_PROMPT_TOKENS, Proposal
+from layoutopt.optimizer.scaling import cost_units, rate_units
+from layoutopt.optimizer.space import Proposal
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.calibration import EngineLike
 from layoutopt.plan import Layout
@@ -34,6 +35,8 @@ class FilterContext(BaseModel):
     prefill_fit_context_tokens: float = 1.0
     p90_input_tokens: float = 1.0
     max_stage_gpus: dict[str, int] = {}  # GPU type -> most free GPUs in one NVLink domain (cluster file)
+    gpu_limits: dict[str, int] = {}  # GPU type -> GPUs the budget allows (types absent: $ cap only)
+    max_usd_per_hour: float | None = None
 
     def context_tokens(self, proposal: Proposal) -> float:
         """Context one sequence must fit at: the long requests of the workload (p99 lengths)."""
@@ -80,14 +83,27 @@ def divisibility(ctx: FilterContext, p: Proposal) -> str | None:
     return None
 
 
-def context_parallel_pays(ctx: FilterContext, p: Proposal) -> str | None:
-    """DCP only on decoding roles; PCP only on prefilling roles with long prompts."""
+def context_parallel_role(ctx: FilterContext, p: Proposal) -> str | None:
+    """DCP shards the cache decode steps read; PCP splits the prompt prefill computes: each has a role."""
     layout = p.layout
     if layout.dcp_size > 1 and p.role == "prefill":
-        return f"{layout.short_name()}: DCP shards the decode KV cache; a prefill instance gains nothing"
-    if layout.pcp_size > 1 and (p.role == "decode" or ctx.p90_input_tokens < PCP_MIN_PROMPT_TOKENS):
-        return (f"{layout.short_name()}: PCP only pays for prompts of {PCP_MIN_PROMPT_TOKENS} tokens and more "
-                f"on prefilling roles (p90 prompt {ctx.p90_input_tokens:.0f})")
+        return f"{layout.short_name()}: DCP shards the decode KV cache; a prefill instance runs no decode step"
+    if layout.pcp_size > 1 and p.role == "decode":
+        return f"{layout.short_name()}: PCP splits prompts; a decode instance prefills none"
+    return None
+
+
+def budget_holds_one(ctx: FilterContext, p: Proposal) -> str | None:
+    """Exact: an instance needing more GPUs (or dollars) than the budget has can be in no plan."""
+    gpus = p.layout.gpus_per_instance
+    limit = ctx.gpu_limits.get(p.gpu.name)
+    if limit is not None and gpus > limit:
+        return f"{p.layout.short_name()} needs {gpus} {p.gpu.name} GPUs per instance; the budget has {limit}"
+    if ctx.max_usd_per_hour is not None and p.gpu.price is not None:
+        usd = p.gpu.price.typical_usd_per_hour * gpus
+        if usd > ctx.max_usd_per_hour * (1 + 1e-9):
+            return (f"{p.layout.short_name()} on {gpus} {p.gpu.name} costs ${usd:.2f}/h per instance, over the "
+                    f"${ctx.max_usd_per_hour:.2f}/h cap")
     return None
 
 
@@ -102,25 +118,14 @@ def memory_fit(ctx: FilterContext, p: Proposal) -> str | None:
     return f"{p.layout.short_name()} does not fit in {p.gpu.name} memory"
 
 
-def pipeline_needed(ctx: FilterContext, p: Proposal) -> str | None:
-    """PP is the last resort: keep pp > 1 only when half as many stages would not fit."""
-    layout = p.layout
-    if layout.pp_size == 1:
-        return None
-    shallower = layout.model_copy(update={"pp_size": layout.pp_size // 2})
-    if ctx.max_batch(p, shallower) >= 1:
-        return f"{layout.short_name()}: pp {layout.pp_size // 2} already fits, more stages only add bubbles"
-    return None
-
-
 STRUCTURAL_FILTERS: tuple[tuple[str, StructuralFilter], ...] = (
     ("precision support", precision_support),
     ("scale-up domain", scaleup_domain),
     ("free GPUs per domain", cluster_free_domain),
     ("divisibility", divisibility),
-    ("context parallelism", context_parallel_pays),
+    ("context parallelism", context_parallel_role),
     ("memory fit", memory_fit),
-    ("pipeline needed", pipeline_needed),
+    ("budget", budget_holds_one),
 )
 
 
@@ -137,7 +142,12 @@ def latency_floor(ctx: FilterContext, candidate_role: str, unloaded_ttft_ms: flo
 
 
 def _dominates(better: Candidate, worse: Candidate) -> bool:
-    """k instances of ``better`` replace one of ``worse``: same GPUs and price, no less capacity."""
+    """k instances of ``better`` replace one of ``worse`` in every coefficient the CP-SAT model reads.
+
+    Same role and GPU type (budget, mode), ``k = gpus(worse) / gpus(better)`` whole instances (no
+    more GPUs), and, in the solver's integers: no more cost, no less capacity, no less NIC
+    bandwidth, no more KV bytes per request, NVLink groups no larger (domain packing).
+    """
     if better.role != worse.role or better.gpu != worse.gpu:
         return False
     if worse.gpus_per_instance % better.gpus_per_instance:
@@ -145,9 +155,16 @@ def _dominates(better: Candidate, worse: Candidate) -> bool:
     k = worse.gpus_per_instance // better.gpus_per_instance
     if better.kv_bytes_per_request > worse.kv_bytes_per_request:
         return False
+    if better.domain_group_gpus > worse.domain_group_gpus:
+        return False
+    if k * better.nic_gb_per_s < worse.nic_gb_per_s * (1 - 1e-12):
+        return False
+    if k * max(1, cost_units(better.cost_usd_per_hour)) > max(1, cost_units(worse.cost_usd_per_hour)):
+        return False
     if k * better.cost_usd_per_hour > worse.cost_usd_per_hour * (1 + 1e-9):
         return False
-    return k * better.capacity_rps >= worse.capacity_rps
+    return k * rate_units(better.capacity_rps) >= rate_units(worse.capacity_rps) and (
+        k * better.capacity_rps >= worse.capacity_rps)
 
 
 def drop_dominated(candidates: list[Candidate]) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:

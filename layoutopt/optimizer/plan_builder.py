@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from layoutopt.engines import check_layout, engine_ref_of
@@ -15,7 +16,7 @@ from layoutopt.optimizer.explain import binding_constraints, filter_notes, mode_
 from layoutopt.plan import Alternative, Explanation, Plan, SolverInfo
 from layoutopt.optimizer.scaling import rate_rps
 from layoutopt.optimizer.search import SearchResult
-from layoutopt.optimizer.solver import RATIO_TOLERANCE_FRACTION, SolveOutcome
+from layoutopt.optimizer.solver import SolveOutcome
 from layoutopt.optimizer.validate import plan_violations
 from layoutopt.perf_model.capacity import instance_capacity
 from layoutopt.perf_model.links import inter_node_link
@@ -29,6 +30,7 @@ def _solver_info(outcome: SolveOutcome, table: CandidateTable, time_limit_s: flo
         best_bound=outcome.best_bound, gap=outcome.gap, num_candidates=len(table.candidates),
         num_iterations=max(1, outcome.num_iterations), objective_unit=outcome.objective_unit,
         time_limit_s=time_limit_s, num_layouts_considered=table.num_considered,
+        tolerance_fraction=outcome.tolerance_fraction, proof=outcome.proof,
     )
 
 
@@ -40,9 +42,8 @@ def _inputs(workload: Workload, slo: SLO, budget: Budget, headroom: float) -> di
 def _notes(outcome: SolveOutcome, table: CandidateTable, used, objective: str, headroom: float,
            defaults_used: list[str]) -> list[str]:
     notes = [f"default {d}" for d in defaults_used]
-    if objective == "goodput-per-dollar":
-        notes.append(f"goodput per dollar within {RATIO_TOLERANCE_FRACTION:.1%} of the best ratio "
-                     f"({outcome.best_bound:.0f} requests/$ bound), then the most goodput")
+    if outcome.proof:
+        notes.append(f"solver ({outcome.status}): {outcome.proof}")
     if table.min_rate_rps:
         notes.append(f"serves the target {table.min_rate_rps:g} req/s; capacity {goodput_rps(outcome):.2f} req/s")
     why_mode = mode_note(table, used)
@@ -83,17 +84,40 @@ def build_plan(found: SearchResult, *, model: ModelSpec, table: CandidateTable, 
     explanation = Explanation(
         binding_constraints=binding_constraints(table, best, used, slo, objective),
         notes=_notes(best, table, used, objective, headroom, defaults_used),
-        ratio_check=ratio_check(table, used),
+        ratio_check=ratio_check(table, used, best),
         candidates_dropped={f.name: f.num_dropped for f in table.filters},
     )
+    latency = latency_of(used, best, slo)
+    status, solver_info = best.status, _solver_info(best, table, time_limit_s)
+    missed = _predicted_miss(latency, slo)
+    if missed and status == "optimal":
+        # Proven optimal over the candidate table, but the plan's own prediction misses the SLO.
+        status = "feasible"
+        solver_info = solver_info.model_copy(update={"status": status})
+        explanation = explanation.model_copy(update={"notes": list(explanation.notes) + [
+            f"status feasible, not optimal: {missed}"]})
     return Plan(
-        status=best.status, objective=objective, mode=plan_mode(used), model=model.name,
+        status=status, objective=objective, mode=plan_mode(used), model=model.name,
         engine=engine if isinstance(engine, str) else engine.name,
         workload=_inputs(workload, slo, budget, headroom), pools=pools,
-        totals=totals_of(pools, goodput_rps(best), table.mean_output_tokens), latency=latency_of(used, best, slo),
-        solver=_solver_info(best, table, time_limit_s), explanation=explanation, alternatives=alternatives,
+        totals=totals_of(pools, goodput_rps(best), table.mean_output_tokens), latency=latency,
+        solver=solver_info, explanation=explanation, alternatives=alternatives,
         defaults_used=list(defaults_used),
     )
+
+
+def _predicted_miss(latency, slo: SLO) -> str | None:
+    """Why the plan's own predicted latencies break the SLO (infinite, or attainment short), if they do."""
+    if latency is None:
+        return None
+    values = [latency.ttft_ms.p50, latency.ttft_ms.p90, latency.ttft_ms.p99,
+              latency.tpot_ms.p50, latency.tpot_ms.p90, latency.tpot_ms.p99]
+    if not all(math.isfinite(v) for v in values):
+        return "a predicted latency percentile is infinite (the pools run at the edge of stability; lower --headroom)"
+    if latency.slo_attainment < slo.attainment - 1e-9:
+        return (f"predicted SLO attainment {latency.slo_attainment:.1%} is below the SLO's {slo.attainment:.1%} "
+                "(lower --headroom)")
+    return None
 
 
 def infeasible_plan(outcome: SolveOutcome, *, model: ModelSpec, table: CandidateTable, slo: SLO,

@@ -21,7 +21,6 @@ Stages:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +42,7 @@ from layoutopt.optimizer.plan_builder import build_plan, infeasible_plan
 from layoutopt.optimizer.scaling import to_integer_table
 from layoutopt.optimizer.search import SearchResult, search
 from layoutopt.perf_model.calibration import EngineProfile
+from layoutopt.optimizer.solver import DEFAULT_TOLERANCE_FRACTION
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from layoutopt.topology import Cluster
 
 DEFAULT_MODEL = "qwen3-32b"
+MAX_TOLERANCE_FRACTION = 0.5
+# Least solver time a later phase (placement, second stage) gets when the limit is spent.
+MIN_PHASE_TIME_S = 0.1
 DEFAULT_SLO = SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 30}, attainment=0.9)
 OBJECTIVES: tuple[Objective, ...] = ("goodput-per-dollar", "max-goodput", "min-cost")
 MODES = ("auto", "colocated", "disaggregated")
@@ -144,20 +147,23 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
           engine: str = "vllm", precision: str = "auto", headroom: float = 0.7, top_k: int = 0,
           time_limit_s: float = 10.0, gpus_path: str | Path | None = None,
           prices_path: str | Path | None = None, cluster: "str | Path | Cluster | None" = None,
-          spread_racks: bool = False, profile: EngineProfile | None = None) -> Plan:
+          spread_racks: bool = False, profile: EngineProfile | None = None,
+          tolerance_fraction: float = DEFAULT_TOLERANCE_FRACTION) -> Plan:
     """The serving plan that optimizes ``objective`` for ``model`` within ``budget`` under ``slo``.
 
     ``budget`` is a string such as '32xH100', '16xH100+16xH200' or '$400/h' (or a parsed Budget);
     ``cluster`` a cluster file (or a loaded ``Cluster``) whose free GPUs become the budget, which a
     ``budget`` given too may cut further (counts per type, a $ cap); at least one of the two is
     needed. ``spread_racks`` spreads each pool's instances over the cluster's racks.
+    ``time_limit_s`` bounds the solvers (CP-SAT deterministic time, so the same input gives the
+    same plan on any machine), not the candidate evaluation before them. ``tolerance_fraction``:
+    status ``optimal`` means the plan's objective is proven within this fraction of the best.
     ``rate_rps`` (or the workload's arrival rate) is the traffic the plan must serve. Returns a
     Plan whose ``status`` is optimal, feasible, timeout (best plan so far, with its gap) or
     infeasible (with reasons and suggestions); a plan found is placed GPU by GPU (``placement``).
     ``profile`` (constants from a profile file, ``layoutopt calibrate``) replaces the built-in
     performance-model profile of ``engine``. Raises InputError for invalid input.
     """
-    started = time.perf_counter()
     _choice("--objective", objective, OBJECTIVES)
     _choice("--mode", mode, MODES)
     _choice("--precision", precision, PRECISION_CHOICES)
@@ -167,6 +173,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         raise InputError("--top-k", top_k, "an integer >= 0")
     if not time_limit_s > 0:
         raise InputError("--time-limit", time_limit_s, "seconds > 0")
+    if not 0 <= tolerance_fraction <= MAX_TOLERANCE_FRACTION:
+        raise InputError("--tolerance", tolerance_fraction, f"a fraction in [0, {MAX_TOLERANCE_FRACTION:g}]")
     if budget is None and cluster is None:
         raise InputError("--budget", None, "a budget such as 32xH100 or '$400/h', or a --cluster file")
     if isinstance(engine, str):  # 'vllm' -> 'vllm==0.33.0': the plan records the rules' version
@@ -203,14 +211,14 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
             max_usd_per_hour=parsed.max_usd_per_hour, min_rate_rps=target, mode=mode, engine=engine,
             precision=precision, headroom=headroom, profile=profile, **cluster_args)
 
-    def remaining_s() -> float:
-        return max(0.1, time_limit_s - (time.perf_counter() - started))
+    clock = SolverClock(time_limit_s)
+    remaining_s = clock.left
 
     context = dict(model=spec, slo=resolved_slo, workload=resolved_workload, objective=objective,
                    engine=engine, headroom=headroom, budget=parsed, defaults_used=defaults,
                    time_limit_s=time_limit_s)
     table = table_for(gpus)
-    found = search(to_integer_table(table), objective, remaining_s(), top_k)
+    found = clock.spend(search(to_integer_table(table), objective, remaining_s(), top_k, tolerance_fraction))
     cluster_notes = limits.notes() if limits is not None else []
     if not found.best.has_plan:
         plan = infeasible_plan(found.best, gpus=gpus, other_gpus=list(catalog.gpus), table_for=table_for,
@@ -237,8 +245,23 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         not result.placed or kv_link_too_slow(result, assumed))
     if not needs_feedback:
         return first
-    return _second_stage(first, result, limits, table, table_for, gpus, objective, top_k, remaining_s, placed,
-                         context, cluster_notes)
+    return _second_stage(first, result, limits, table, table_for, gpus, objective, top_k, clock, placed,
+                         context, cluster_notes, tolerance_fraction)
+
+
+class SolverClock:
+    """The solvers' share of ``--time-limit``: CP-SAT deterministic seconds spent so far."""
+
+    def __init__(self, limit_s: float):
+        self.limit_s = limit_s
+        self.used_s = 0.0
+
+    def left(self) -> float:
+        return max(MIN_PHASE_TIME_S, self.limit_s - self.used_s)
+
+    def spend(self, found: SearchResult) -> SearchResult:
+        self.used_s += found.best.deterministic_time + sum(a.deterministic_time for a in found.alternatives)
+        return found
 
 
 def _with_notes(plan: Plan, notes: list[str], as_reasons: bool = False) -> Plan:
@@ -252,7 +275,8 @@ def _with_notes(plan: Plan, notes: list[str], as_reasons: bool = False) -> Plan:
 
 
 def _second_stage(first: Plan, first_result, limits: ClusterLimits, table: CandidateTable, table_for, gpus,
-                  objective: str, top_k: int, remaining_s, placed, context: dict, cluster_notes: list[str]) -> Plan:
+                  objective: str, top_k: int, clock: "SolverClock", placed, context: dict, cluster_notes: list[str],
+                  tolerance_fraction: float) -> Plan:
     """Re-solve once with what the placement showed: KV crossing racks is slower than assumed.
 
     Two ways out, each solved and placed; the better placed plan wins: (a) prefill and decode
@@ -264,12 +288,13 @@ def _second_stage(first: Plan, first_result, limits: ClusterLimits, table: Candi
     else:
         seen = "the first plan's KV traffic did not fit the rack uplinks"
     in_rack = table.model_copy(update={"disaggregated_gpu_limits": dict(limits.rack_gpus)})
-    options = [("prefill and decode kept in one rack", in_rack, limits.same_rack_links, remaining_s() / 2)]
+    options = [("prefill and decode kept in one rack", in_rack, limits.same_rack_links, clock.left() / 2)]
     options.append(("capacities re-evaluated with the cross-rack KV link",
                     table_for(gpus, kv_links=limits.cross_rack_links), limits.cross_rack_links, None))
     best: Plan | None = None
     for label, option_table, links, share_s in options:
-        found = search(to_integer_table(option_table), objective, share_s or remaining_s(), top_k)
+        found = clock.spend(search(to_integer_table(option_table), objective, share_s or clock.left(), top_k,
+                                   tolerance_fraction))
         if not found.best.has_plan:
             continue
         candidate = build_plan(found, table=option_table, **context)

@@ -39,16 +39,26 @@ Objectives (cost = sum_c cost_c n_c), each lexicographic in two solves (no big-M
                        coefficients are integers); the maximizer's ratio is q_{k+1}; stop when
                        F(q_k) = 0, which proves q_k optimal. Improving steps may stop at a 0.1 %
                        relative gap; the last step is always proved. Then keep
-                       d' r >= p' cost with p'/d' = (1 - eps) q* (eps = RATIO_TOLERANCE_FRACTION),
-                       max r, then min cost: a bigger budget is used whenever it keeps the ratio.
-Bounds and gaps
-    max-goodput and min-cost use CP-SAT's bound. For the ratio, a timed-out subproblem with bound
-    F_ub proves r / cost <= q + F_ub / cost_min (cost_min: the cheapest plan that serves traffic),
-    and the fractional relaxation (best capacity per dollar of any role combination) is a bound
-    too; the smaller one is reported.
+                       d' r >= p' cost with p'/d' = (1 - tol) q* (tol: the tolerance), max r, then
+                       min cost: a bigger budget is used whenever it keeps the ratio.
+Bounds, gaps and status (what ``optimal`` promises)
+    ``gap`` is the real relative gap of the reported plan against the proven bound of the first
+    objective: for the ratio, (q_ub - q_plan) / q_ub, which includes what the second phase gave up
+    (up to tol). ``optimal`` means: the first objective of the reported plan is proven within
+    ``tolerance_fraction`` of the best any plan reaches, and the second phase (goodput, or cost)
+    is proven optimal among the plans that keep that. max-goodput and min-cost stop CP-SAT at the
+    tolerance (``relative_gap_limit``) and read its bound. For the ratio, a timed-out subproblem
+    with bound F_ub proves r / cost <= q + F_ub / cost_min (cost_min: the cheapest plan that serves
+    traffic), and the fractional relaxation (best capacity per dollar of any role combination) is
+    a bound too; the smaller one is reported. ``SolveOutcome.proof`` says it in words.
 Determinism
-    One worker and a fixed seed: the same input gives the same plan whenever a phase finishes
-    within the time limit. The time limit covers all phases together.
+    One worker, a fixed seed, and a limit in CP-SAT's deterministic time (``max_deterministic_time``,
+    about one second of work on a typical machine per unit), shared by all phases: the same input
+    gives the same plan on any machine and under any load, timeouts included. A wall-clock cap of
+    ``WALL_CAP_FACTOR`` x the limit + ``WALL_CAP_SLACK_S`` stops a very slow machine; only then can
+    the result differ (``SolveOutcome.wall_capped``). Single-worker search was chosen over
+    ``interleave_search`` because it is deterministic without batching parameters and these
+    models are small (a few hundred variables).
 """
 
 from __future__ import annotations
@@ -74,8 +84,13 @@ from layoutopt.optimizer.variables import LayoutVariables
 
 RANDOM_SEED = 20240607
 NUM_WORKERS = 1
-# The second goodput-per-dollar phase may give up this fraction of the best ratio for goodput.
-RATIO_TOLERANCE_FRACTION = 0.02
+# Default tolerance: the reported plan's first objective is proven within this fraction of the
+# best; the second goodput-per-dollar phase may give up this much of the best ratio for goodput.
+DEFAULT_TOLERANCE_FRACTION = 0.02
+RATIO_TOLERANCE_FRACTION = DEFAULT_TOLERANCE_FRACTION
+# A wall-clock safety cap over the deterministic limit (seconds = factor x limit + slack).
+WALL_CAP_FACTOR = 3.0
+WALL_CAP_SLACK_S = 2.0
 MAX_DINKELBACH_ITERATIONS = 40
 # Improving Dinkelbach steps stop at this relative gap (the final, proving step has none).
 DINKELBACH_STEP_RELATIVE_GAP = 1e-3
@@ -98,6 +113,10 @@ class SolveOutcome(BaseModel):
     objective_unit: str = ""
     wall_time_s: float = 0.0
     num_iterations: int = 0
+    tolerance_fraction: float = DEFAULT_TOLERANCE_FRACTION
+    proof: str = Field(default="", description="what the status proves about the reported plan, in words")
+    deterministic_time: float = Field(default=0.0, description="CP-SAT deterministic time used, all phases")
+    wall_capped: bool = Field(default=False, description="the wall-clock safety cap stopped a phase")
 
     @property
     def rate_units(self) -> int:
@@ -142,7 +161,8 @@ class LayoutSolver:
 
     def __init__(self, table: IntegerTable, objective: Objective, time_limit_s: float = 10.0,
                  extra_constraints: Sequence = (), num_workers: int = NUM_WORKERS,
-                 random_seed: int = RANDOM_SEED, ratio_tolerance_fraction: float = RATIO_TOLERANCE_FRACTION):
+                 random_seed: int = RANDOM_SEED, ratio_tolerance_fraction: float | None = None,
+                 tolerance_fraction: float = DEFAULT_TOLERANCE_FRACTION):
         if objective == "min-cost" and table.min_rate_units <= 0:
             raise ValueError("min-cost needs a target rate (--rate)")
         self.table = table
@@ -151,8 +171,15 @@ class LayoutSolver:
         self.extra_constraints = list(extra_constraints)
         self.num_workers = num_workers
         self.random_seed = random_seed
-        self.ratio_tolerance_fraction = ratio_tolerance_fraction
+        if not 0 <= tolerance_fraction < 1:
+            raise ValueError(f"tolerance_fraction must be in [0, 1), got {tolerance_fraction}")
+        self.tolerance_fraction = tolerance_fraction
+        self.ratio_tolerance_fraction = tolerance_fraction if ratio_tolerance_fraction is None \
+            else ratio_tolerance_fraction
         self._deadline = 0.0
+        self._dtime_left = 0.0
+        self._dtime_used = 0.0
+        self._wall_capped = False
         self._timed_out = False
 
     # ------------------------------------------------------------------ plumbing
@@ -167,30 +194,42 @@ class LayoutSolver:
         solver.parameters.relative_gap_limit = relative_gap
         solver.parameters.num_workers = self.num_workers
         solver.parameters.random_seed = self.random_seed
+        solver.parameters.max_deterministic_time = max(1e-3, self._dtime_left)
         solver.parameters.max_time_in_seconds = max(0.05, self._deadline - time.perf_counter())
         status = solver.solve(variables.model)
+        self._dtime_left -= solver.deterministic_time
+        self._dtime_used += solver.deterministic_time
+        if time.perf_counter() >= self._deadline:
+            self._wall_capped = True
         if status == cp_model.FEASIBLE or status == cp_model.UNKNOWN:
             self._timed_out = True
         return status, solver
 
     def _out_of_time(self) -> bool:
-        """True once the time limit has passed; a phase skipped for it makes the result 'timeout'."""
-        if time.perf_counter() >= self._deadline:
+        """True once the time limit is spent; a phase skipped for it makes the result 'timeout'."""
+        if self._dtime_left <= 0 or time.perf_counter() >= self._deadline:
             self._timed_out = True
         return self._timed_out
 
     # ------------------------------------------------------------------ entry point
     def solve(self) -> SolveOutcome:
         start = time.perf_counter()
-        self._deadline = start + self.time_limit_s
+        self._deadline = start + WALL_CAP_FACTOR * self.time_limit_s + WALL_CAP_SLACK_S
+        self._dtime_left = self.time_limit_s
+        self._dtime_used = 0.0
+        self._wall_capped = False
         self._timed_out = False
         if not self.table.candidates or self.table.max_rate_units < max(1, self.table.min_rate_units):
-            return SolveOutcome(status="infeasible", wall_time_s=time.perf_counter() - start)
+            return SolveOutcome(status="infeasible", wall_time_s=time.perf_counter() - start,
+                                tolerance_fraction=self.tolerance_fraction,
+                                proof="no candidate (or not enough capacity in all of them together) serves the rate")
         if self.objective == "goodput-per-dollar":
             outcome = self._solve_ratio()
         else:
             outcome = self._solve_lexicographic()
-        return outcome.model_copy(update={"wall_time_s": time.perf_counter() - start})
+        return outcome.model_copy(update={
+            "wall_time_s": time.perf_counter() - start, "tolerance_fraction": self.tolerance_fraction,
+            "deterministic_time": self._dtime_used, "wall_capped": self._wall_capped})
 
     def _status(self, proved: bool, found: bool) -> SolverStatus:
         if not found:
@@ -201,19 +240,21 @@ class LayoutSolver:
 
     # ------------------------------------------------------------------ max-goodput, min-cost
     def _two_phases(self, variables: LayoutVariables, first, keep: Callable[[_Solution], object], second,
-                    better: Callable[[_Solution, _Solution], bool]) -> tuple[_Solution | None, int, float, bool]:
+                    better: Callable[[_Solution, _Solution], bool],
+                    ) -> tuple[_Solution | None, int, float, bool, bool]:
         """Optimize ``first``; then, holding its optimum with ``keep``, optimize ``second``.
 
-        Returns (final solution, first phase status, first phase bound, both phases proved).
+        Returns (final solution, first phase status, first phase bound, first phase proved,
+        second phase proved).
         """
         first.build(variables)
         status, solver = self._run(variables)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return None, status, 0.0, False
+            return None, status, 0.0, False, False
         primary = _Solution(variables, solver)
         bound = solver.best_objective_bound
         if self._out_of_time():
-            return primary, status, bound, False
+            return primary, status, bound, status == cp_model.OPTIMAL, False
         keep(primary).build(variables)
         second.build(variables)
         primary.hint(variables)
@@ -222,7 +263,7 @@ class LayoutSolver:
         if second_status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             found = _Solution(variables, second_solver)
             final = found if better(found, primary) else primary
-        return final, status, bound, status == cp_model.OPTIMAL and second_status == cp_model.OPTIMAL
+        return final, status, bound, status == cp_model.OPTIMAL, second_status == cp_model.OPTIMAL
 
     def _solve_lexicographic(self) -> SolveOutcome:
         variables = self._build()
@@ -233,7 +274,7 @@ class LayoutSolver:
         else:
             result = self._two_phases(variables, MinimizeCost(), lambda sol: CostAtMost(sol.cost),
                                       MaximizeGoodput(), lambda a, b: a.rate > b.rate)
-        solution, status, bound_units, proved = result
+        solution, status, bound_units, _, second_proved = result
         if status == cp_model.MODEL_INVALID:
             return SolveOutcome(status="model_invalid", num_iterations=1)
         if solution is None:
@@ -247,9 +288,20 @@ class LayoutSolver:
             bound = math.ceil(bound_units) / COST_SCALE_PER_USD_PER_HOUR
             gap = (value - bound) / value if value > 0 else 0.0
             unit = "$/h"
-        status_name = self._status(proved, True)
-        return self._outcome(solution, status_name, value, bound, 0.0 if status_name == "optimal" else max(gap, 0.0),
-                             unit, 1)
+        gap = max(gap, 0.0)
+        # Optimal: the first objective proven within the tolerance (by CP-SAT's bound, also when a
+        # phase ran out of time), the second proven optimal given it.
+        status_name = self._status(second_proved and gap <= self.tolerance_fraction * (1 + 1e-6) + 1e-9, True)
+        first = "goodput" if self.objective == "max-goodput" else "cost"
+        second = "cost the least" if self.objective == "max-goodput" else "goodput the most"
+        if status_name == "optimal":
+            proof = (f"{first} {value:.4g} {unit} proven within {gap:.2%} of the best any plan reaches "
+                     f"(bound {bound:.4g} {unit}; tolerance {self.tolerance_fraction:.2%}); {second} of the plans "
+                     f"that keep it, within the same tolerance")
+        else:
+            proof = (f"{first} {value:.4g} {unit} is {gap:.2%} from the bound {bound:.4g} {unit}: not proven within "
+                     f"the {self.tolerance_fraction:.2%} tolerance (time limit)")
+        return self._outcome(solution, status_name, value, bound, gap, unit, 1).model_copy(update={"proof": proof})
 
     def _outcome(self, solution: _Solution, status: SolverStatus, value: float, bound: float, gap: float,
                  unit: str, iterations: int) -> SolveOutcome:
@@ -305,11 +357,23 @@ class LayoutSolver:
         final, budget_proved = incumbent, False
         if not self._out_of_time():
             final, budget_proved = self._use_budget(variables, incumbent, ratio)
-        status = self._status(proved and budget_proved, True)
-        gap = float((best_bound - ratio) / best_bound) if best_bound > 0 else 0.0
-        return self._outcome(final, status, requests_per_usd(final.rate, final.cost),
-                             requests_per_usd(best_bound.numerator, best_bound.denominator),
-                             0.0 if status == "optimal" else max(gap, 0.0), "requests/$", iterations)
+        # The real gap of the reported plan: what phase 2 gave up for goodput is included.
+        gap = max(float((best_bound - final.ratio) / best_bound), 0.0) if best_bound > 0 else 0.0
+        status = self._status(budget_proved and gap <= self.tolerance_fraction * (1 + 1e-6) + 1e-9, True)
+        value = requests_per_usd(final.rate, final.cost)
+        bound = requests_per_usd(best_bound.numerator, best_bound.denominator)
+        tol = self.ratio_tolerance_fraction
+        within = f"{value:,.0f} requests/$, proven within {gap:.2%} of the best any plan reaches ({bound:,.0f})"
+        if gap > self.tolerance_fraction * (1 + 1e-6) + 1e-9:
+            proof = (f"{value:,.0f} requests/$ is {gap:.2%} from the bound {bound:,.0f}: not proven within the "
+                     f"{self.tolerance_fraction:.2%} tolerance (time limit)")
+        elif not budget_proved:
+            proof = f"{within}; its goodput is not proven the most within {tol:.1%} of that ratio (time limit)"
+        else:
+            proof = (f"{within}; goodput proven the most of any plan within {tol:.1%} of the best ratio found "
+                     f"({requests_per_usd(ratio.numerator, ratio.denominator):,.0f}), then cost the least")
+        return self._outcome(final, status, value, bound, gap, "requests/$", iterations).model_copy(
+            update={"proof": proof})
 
     def _use_budget(self, variables: LayoutVariables, incumbent: _Solution, ratio: Fraction) -> tuple[_Solution, bool]:
         """Keep the ratio within the tolerance, maximize goodput, then minimize cost; (plan, proved)."""
@@ -317,9 +381,10 @@ class LayoutSolver:
         numerator, denominator = ratio_coefficients(floor, self.table.max_rate_units, self.table.max_total_cost_units)
         RatioFloor(numerator, denominator).build(variables)
         incumbent.hint(variables)
-        final, status, _, proved = self._two_phases(
+        final, status, _, first_proved, second_proved = self._two_phases(
             variables, MaximizeGoodput(), lambda sol: RateAtLeast(sol.rate), MinimizeCost(),
             lambda a, b: a.cost < b.cost)
+        proved = first_proved and second_proved
         if final is None or (final.rate, -final.cost) < (incumbent.rate, -incumbent.cost):
             return incumbent, False
         return final, proved

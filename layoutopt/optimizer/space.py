@@ -1,14 +1,20 @@
 """The space of instance layouts the optimizer considers, before any filter.
 
-The space is kept sensible rather than exhaustive, following the seeds' practice:
-- degrees are powers of two, and every group that talks each layer (TP x DP x PCP: one pipeline
-  stage) is at most one scale-up domain;
-- attention DP and expert parallelism only for MoE models; with EP the experts are spread over
-  all ``tp x dp`` ranks of a stage (vLLM's --enable-expert-parallel);
-- DCP only on decoding roles and only while ``tp > num_kv_heads`` (it removes KV duplication);
-- PCP only on prefilling roles and only for long prompts (``PCP_MIN_PROMPT_TOKENS`` at p90);
-- PP is proposed at every depth here; the ``pipeline_needed`` filter keeps it only where one
-  stage less would not fit (quantize first, PP last).
+No heuristic narrows the space: every layout below is evaluated by the performance model, and
+only exact dominance (``filters.drop_dominated``) removes one that could be in a plan. The space:
+- degrees are powers of two (the sizes the model catalog's head, KV-head, expert and layer counts
+  divide into), and every group that talks each layer (TP x DP x PCP: one pipeline stage) is at
+  most one scale-up domain;
+- attention DP and expert parallelism only for MoE models (a dense model has neither); with EP
+  the experts are spread over all ``tp x dp`` ranks of a stage (vLLM's --enable-expert-parallel);
+- DCP only on decoding roles and only while ``tp > num_kv_heads`` (it shards the KV cache that
+  TP duplicates beyond the KV heads; there is nothing to shard below that);
+- PCP 2 and 4 on every prefilling role, whatever the prompt length;
+- PP at every depth up to ``MAX_PP_SIZE``.
+The heuristics that used to narrow it (PCP only for long prompts, PP only where one stage less
+does not fit) live in ``pre_cuts``; tests show that they never improve a plan. The PP one is still
+on by default, for a disagreement between the performance model and the simulator on deep-PP
+prefill (see ``pre_cuts``).
 """
 
 from __future__ import annotations
@@ -21,9 +27,6 @@ from layoutopt.hardware_catalog.schemas import PRECISIONS, GpuSpec, Precision
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.plan import Layout, Role
 
-# Prompts at least this long (p90) make prefill context parallelism worth proposing: below it a
-# prompt's attention is a small share of prefill and PCP only adds GPUs (seeds/000: ">= 128k").
-PCP_MIN_PROMPT_TOKENS = 16_384
 PCP_SIZES = (2, 4)
 MAX_TP_SIZE = 64
 MAX_PP_SIZE = 8
@@ -67,12 +70,12 @@ def precision_pairs(gpu: GpuSpec, precision: str) -> list[tuple[Precision, Preci
     return [(w, kv) for w in weights for kv in kvs]
 
 
-def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role, long_prompts: bool) -> Iterator[dict]:
+def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role) -> Iterator[dict]:
     """Parallel degrees (tp, pp, ep, dp, dcp, pcp) of one role on one GPU type."""
     domain = gpu.scaleup_domain_gpus
     tps = powers_of_two(min(domain, MAX_TP_SIZE))
     dps = powers_of_two(domain) if model.is_moe else [1]
-    pcps = [1] + ([p for p in PCP_SIZES] if long_prompts and role != "decode" else [])
+    pcps = [1] + (list(PCP_SIZES) if role != "decode" else [])
     for tp in tps:
         dcps = [1]
         if role != "prefill" and tp > model.num_kv_heads:
@@ -89,13 +92,12 @@ def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role, long_prompts
                             yield dict(tp_size=tp, pp_size=pp, ep_size=ep, dp_size=dp, dcp_size=dcp, pcp_size=pcp)
 
 
-def enumerate_proposals(model: ModelSpec, gpus: list[GpuSpec], roles: list[Role], precision: str,
-                        p90_input_tokens: float) -> Iterator[Proposal]:
+def enumerate_proposals(model: ModelSpec, gpus: list[GpuSpec], roles: list[Role],
+                        precision: str) -> Iterator[Proposal]:
     """Every proposal of the space, in a fixed order (GPU, role, precision, degrees)."""
-    long_prompts = p90_input_tokens >= PCP_MIN_PROMPT_TOKENS
     for gpu in gpus:
         for role in roles:
             for weight, kv in precision_pairs(gpu, precision):
-                for degrees in degree_combinations(model, gpu, role, long_prompts):
+                for degrees in degree_combinations(model, gpu, role):
                     layout = Layout(**degrees, weight_precision=weight, kv_precision=kv)
                     yield Proposal(role=role, gpu=gpu, layout=layout)

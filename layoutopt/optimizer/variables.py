@@ -16,23 +16,25 @@ from layoutopt.plan import Role
 class LayoutVariables:
     """``num_instances[name]``, the rates served per mode and the mode choices."""
 
-    def __init__(self, model: cp_model.CpModel, table: IntegerTable):
+    def __init__(self, model: cp_model.CpModel, table: IntegerTable, prefix: str = ""):
+        # ``prefix`` names the variables of one member when several tables share a model (fleets).
         self.model = model
         self.table = table
+        self.prefix = prefix
         # How many instances of each candidate the plan runs: the main decision.
         self.num_instances: dict[str, cp_model.IntVar] = {
-            c.name: model.new_int_var(0, c.max_instances, f"num_instances[{c.name}]") for c in table.candidates
+            c.name: model.new_int_var(0, c.max_instances, f"num_instances[{prefix}{c.name}]") for c in table.candidates
         }
         max_rate = max(table.max_rate_units, 0)
         # Requests/s (in rate units) served by prefill+decode pools and by colocated instances;
         # kept apart because each is bounded by different capacities.
-        self.disaggregated_rate = model.new_int_var(0, max_rate, "rate_units[disaggregated]")
-        self.colocated_rate = model.new_int_var(0, max_rate, "rate_units[colocated]")
+        self.disaggregated_rate = model.new_int_var(0, max_rate, f"rate_units[{prefix}disaggregated]")
+        self.colocated_rate = model.new_int_var(0, max_rate, f"rate_units[{prefix}colocated]")
         # The rate the whole plan serves: the goodput the objectives reward.
-        self.total_rate = model.new_int_var(0, max_rate, "rate_units[total]")
+        self.total_rate = model.new_int_var(0, max_rate, f"rate_units[{prefix}total]")
         # Whether the plan runs disaggregated pools / colocated instances at all (any-or-none).
-        self.uses_disaggregated = model.new_bool_var("uses_mode[disaggregated]")
-        self.uses_colocated = model.new_bool_var("uses_mode[colocated]")
+        self.uses_disaggregated = model.new_bool_var(f"uses_mode[{prefix}disaggregated]")
+        self.uses_colocated = model.new_bool_var(f"uses_mode[{prefix}colocated]")
         # Whether a candidate is used at all; created on demand (no-good cuts for --top-k).
         self._is_used: dict[str, cp_model.IntVar] = {}
 

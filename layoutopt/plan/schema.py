@@ -82,13 +82,16 @@ class SolverInfo(_Out):
     wall_time_s: float
     objective_value: float | None
     best_bound: float | None
-    gap: float | None = Field(description="relative gap between objective and bound; 0 when optimal")
+    gap: float | None = Field(description="relative gap between the reported plan's objective and the proven bound "
+                              "(optimal: at most tolerance_fraction)")
     num_candidates: int
     num_iterations: int = Field(default=1, description="Dinkelbach iterations for the ratio objective")
     objective_unit: str = Field(default="", description="unit of objective_value and best_bound: "
                                 "requests/$ (goodput-per-dollar), req/s (max-goodput), $/h (min-cost)")
     time_limit_s: float | None = None
     num_layouts_considered: int = Field(default=0, description="proposals enumerated before any filter")
+    tolerance_fraction: float | None = Field(default=None, description="optimal = proven within this fraction")
+    proof: str = Field(default="", description="what the status proves about the reported plan, in words")
 
 
 class RatioCheck(_Out):
@@ -98,8 +101,15 @@ class RatioCheck(_Out):
     plan_decode_gpus: int
     formula_prefill_to_decode: float = Field(description="N_p / N_d from (Tin/P) / (Tout/D)")
     plan_prefill_to_decode: float
-    prefill_tok_per_s_per_gpu: float
-    decode_tok_per_s_per_gpu: float
+    prefill_tok_per_s_per_gpu: float = Field(description="P: best prompt tok/s per GPU of any prefill candidate at "
+                                             "the TTFT target (independent of the plan)")
+    decode_tok_per_s_per_gpu: float = Field(description="D: best output tok/s per GPU of any decode candidate at "
+                                            "the TPOT target (independent of the plan)")
+    best_prefill_candidate: str = ""
+    best_decode_candidate: str = ""
+    plan_prefill_tok_per_s_per_gpu: float | None = Field(default=None, description="the plan's prefill pool's own rate")
+    plan_decode_tok_per_s_per_gpu: float | None = Field(default=None, description="the plan's decode pool's own rate")
+    formula_at_plan_rates: float | None = Field(default=None, description="the formula with the pools' own rates")
     note: str
 
 

@@ -28,8 +28,15 @@ def stage_gpus_by_pool(
     """Pool index -> its stage groups' GPUs, in domain order."""
     stages: dict[int, list[tuple[GpuId, ...]]] = defaultdict(list)
     by_index = {d.pool_index: d for d in data.demands}
+    # Counts grouped by domain once: scanning every count for every domain is quadratic.
+    by_domain: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for (pool_index, name), n in counts.items():
+        if n > 0:
+            by_domain[name].append((pool_index, n))
     for domain in data.domains:
-        groups = [(by_index[p], n) for (p, name), n in counts.items() if name == domain.name and n > 0]
+        groups = [(by_index[p], n) for p, n in by_domain.get(domain.name, ())]
+        if not groups:
+            continue
         groups.sort(key=lambda item: (-item[0].stage_gpus, item[0].pool_index))
         remaining = {node: [] for node in domain.nodes}
         for gpu in cluster.free_in_domain(domain.name):
