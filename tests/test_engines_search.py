@@ -13,7 +13,7 @@ from layoutopt.engines import check_layout, check_pair
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.optimizer.enumeration import build_candidate_table
-from layoutopt.optimizer.scaling import to_integer_table
+from layoutopt.optimizer.scaling import rate_rps, to_integer_table
 from layoutopt.optimizer.search import search
 from layoutopt.optimizer.solve import DEFAULT_SLO
 from layoutopt.workloads.presets import default_workload, workload_from_lengths
@@ -72,6 +72,15 @@ def test_the_pairing_constraint_is_what_keeps_0_13_plans_valid():
     constrained = search(integer, "goodput-per-dollar", 5.0)
     assert constrained.best.has_plan
     assert _violations(table, constrained.best.counts, model, gpu, "vllm==0.13.0") == []
+    # the solver-independent validator holds both to the problem statement
+    from layoutopt.optimizer.validate import plan_violations
+
+    def pairing_problems(outcome):
+        rates = (outcome.disaggregated_rate_units, outcome.colocated_rate_units)
+        found = plan_violations(table, outcome.counts, *(rate_rps(r) for r in rates))
+        return [p for p in found if "cannot hand KV" in p]
+
+    assert pairing_problems(free.best) and pairing_problems(constrained.best) == []
 
 
 def test_solve_records_the_engine_version_and_honours_its_rules():

@@ -82,6 +82,11 @@ def plan_violations(table: CandidateTable, counts: Mapping[str, int], disaggrega
                 problems.append(f"KV traffic {kv_bytes / 1e9:.2f} GB/s exceeds the {role} pool's "
                                 f"{bandwidth / 1e9:.2f} GB/s")
 
+    for prefill_name, decode_name in table.incompatible_pairs:
+        if prefill_name in used and decode_name in used:
+            problems.append(f"{prefill_name} and {decode_name} are used together, but the engine cannot hand KV "
+                            "from one to the other")
+
     roles = {by_name[name].role for name in used}
     if table.mode == "colocated" and roles & {"prefill", "decode"}:
         problems.append("--mode colocated but the plan has prefill/decode pools")
