@@ -132,3 +132,12 @@ def test_check_bench_missing_file(tmp_path, monkeypatch, capsys):
     status, _, err = _run(["check-bench", str(FIXTURES / "plan_disaggregated.json"), str(tmp_path / "none.json")],
                           monkeypatch, capsys)
     assert status == 2 and "no such file" in err
+
+
+def test_a_mixed_plan_benchmarks_both_front_doors_at_once():
+    from test_report_matrix import _plan
+
+    text = render(_plan("dense-mixed"), engine="vllm", plots=False)["bench/bench.sh"]
+    assert text.count("vllm bench serve") == 2 and text.rstrip().endswith("wait")
+    rates = [float(line.split()[1]) for line in text.splitlines() if line.strip().startswith("--request-rate")]
+    assert sum(rates) == pytest.approx(6.0, rel=0.01)

@@ -186,3 +186,17 @@ def test_the_validator_catches_a_broken_manifest():
     broken = {**docs[0], "spec": {**docs[0]["spec"], "replicas": "three"}}
     with pytest.raises(kubernetes_validate.ValidationError):
         _validate(broken)
+
+
+def test_plans_placed_on_a_cluster_file_are_recognised_by_their_budget_text():
+    from layoutopt.report.plan_inputs import placed_on_cluster
+
+    plan = fixture_plan("disaggregated")
+    assert not placed_on_cluster(plan)
+    on_cluster = plan.model_copy(update={"workload": {**plan.workload, "budget": "cluster lab-a"}})
+    assert placed_on_cluster(on_cluster)
+    assert not placed_on_cluster(plan.model_copy(update={"workload": {**plan.workload, "budget": "32xH100"}}))
+    files = render(on_cluster, model_id=MODEL_IDS[plan.model], plots=False)
+    prefill = next(yaml.safe_load_all(next(t for p, t in files.items() if p.startswith("k8s/prefill"))))
+    assert _node_terms(prefill["spec"]["template"]["spec"])["kubernetes.io/hostname"] == ["gpu-node-01"]
+    assert "standard nodes of a plain budget" not in files["router/router.sh"]

@@ -129,6 +129,11 @@ def bench_script(plan: Plan, instances: list[InstanceSpec], release: EngineRelea
         argv = bench_argv(plan, release, model, url, rate * share, pd, result)
         lines.append(f"# {name}: {share:.0%} of the planned traffic")
         lines += command_lines(argv, "")
+        if len(targets) > 1:
+            # Each front door gets its share at the same time, as in production.
+            lines[-1] += " &"
+    if len(targets) > 1:
+        lines.append("wait")
     return "\n".join(lines) + "\n"
 
 

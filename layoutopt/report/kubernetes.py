@@ -8,7 +8,7 @@ Scheduling works on any cluster that has the GPUs: pods select nodes by the labe
 Feature Discovery sets (``nvidia.com/gpu.product``, ``nvidia.com/gpu.count``); a multi-node group
 whose GPUs share a multi-node NVLink domain (GB200 NVL72) stays inside one through LWS's
 exclusive topology on GFD's ``nvidia.com/gpu.clique`` label. Host names are pinned only when the
-plan was placed on a ``--cluster`` file naming real nodes (``plan.cluster``). Pods carry startup,
+plan was placed on a ``--cluster`` file naming real nodes (:func:`placed_on_cluster`). Pods carry startup,
 readiness and liveness probes on ``/health``, a ``/dev/shm`` with a size limit, the HF token from
 a Secret, a model cache volume, named container ports for the KV side channel and SGLang's
 bootstrap server, and an RDMA device where KV crosses the NIC. Objects are dicts serialized by
@@ -31,6 +31,7 @@ from layoutopt.report import names
 from layoutopt.report.deployment import PoolDeployment
 from layoutopt.report.engine_flags import ENGINE_PROGRAMS, EngineRelease
 from layoutopt.report.launch import InstanceSpec, node_context
+from layoutopt.report.plan_inputs import placed_on_cluster
 from layoutopt.report.names import dns_name, shell_word
 from layoutopt.report.node_launch import BASE_PORT, BOOTSTRAP_BASE_PORT, NIXL_SIDE_CHANNEL_BASE_PORT, NodeLaunch, node_launch
 
@@ -222,7 +223,7 @@ def pool_manifests(plan: Plan, pool_index: int, instances: list[InstanceSpec], r
     name = instances[0].pool_name
     image = options.image or default_image(release)
     labels = _labels(plan, pool, name)
-    pinned = options.pin_nodes if options.pin_nodes is not None else plan.cluster is not None
+    pinned = options.pin_nodes if options.pin_nodes is not None else placed_on_cluster(plan)
     nodes = sorted({node for spec in instances for node in spec.nodes}) if pinned else []
     num_nodes = instances[0].num_nodes
     gpus = len(instances[0].gpus)

@@ -18,6 +18,7 @@ from layoutopt.errors import InputError
 from layoutopt.plan import PlacedInstance, Plan, Pool
 from layoutopt.report.deployment import PoolDeployment
 from layoutopt.report.engine_flags import EngineRelease, flags_file_name
+from layoutopt.report.plan_inputs import placed_on_cluster
 from layoutopt.report.names import dns_name, shell_word
 from layoutopt.report.node_launch import (
     BASE_PORT,
@@ -210,7 +211,7 @@ def launch_script(plan: Plan, instance: InstanceSpec, release: EngineRelease, de
         f"{pool.gpus_per_instance} GPUs per instance)",
         f"# runs on: {where}; serves http on port {instance.port}",
     ]
-    if plan.cluster is None:
+    if not placed_on_cluster(plan):
         lines.append(f"# {IDEALISED_NODES_NOTE}")
     if pool.role in ("prefill", "decode"):
         lines.append("# disaggregated serving: router/router.sh sends each request to a prefill and then a decode "

@@ -40,3 +40,13 @@ def plan_rate_rps(plan: Plan) -> float | None:
     if workload is not None and workload.arrival_rate_rps:
         return float(workload.arrival_rate_rps)
     return plan.totals.goodput_rps if plan.totals else None
+
+
+def placed_on_cluster(plan: Plan) -> bool:
+    """Whether ``placement[]`` names the nodes of a real cluster (a ``--cluster`` file) rather than
+    the standard nodes a plain budget expands to. ``plan.cluster`` says so; plans that predate it
+    record the cluster in their budget text (``"cluster <name>"``, optimizer/cluster_fit.py)."""
+    if plan.cluster is not None:
+        return True
+    budget = plan.workload.get("budget") if isinstance(plan.workload, dict) else None
+    return isinstance(budget, str) and budget.startswith("cluster ")

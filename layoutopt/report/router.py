@@ -32,6 +32,7 @@ from layoutopt.plan import Plan
 from layoutopt.report.engine_flags import EngineRelease
 from layoutopt.report.kubernetes import KubernetesOptions, dump_yaml
 from layoutopt.report.launch import IDEALISED_NODES_NOTE, InstanceSpec, command_lines
+from layoutopt.report.plan_inputs import placed_on_cluster
 from layoutopt.report.names import dns_name
 from layoutopt.report.node_launch import BASE_PORT
 
@@ -115,7 +116,7 @@ def router_script(plan: Plan, release: EngineRelease, routers: list[Router]) -> 
         kind = "prefill -> decode (KV over NIXL)" if router.mode == "pd" else "load balancing"
         lines.append(f"# {router.name}: {kind} over {len(router.instances)} instances on port {router.port}; "
                      f"{router.share_fraction:.0%} of the planned traffic")
-    if plan.cluster is None:
+    if not placed_on_cluster(plan):
         lines.append(f"# {IDEALISED_NODES_NOTE}; the URLs below name them")
     lines.append("set -euo pipefail")
     for k, router in enumerate(routers):
