@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -22,6 +24,8 @@ def files(tmp_path):
     (tmp_path / "broken.json").write_text("{not json")
     (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "invalid.json").write_text('{"status": "optimal"}')
+    plan = json.loads((FIXTURES / "plan_colocated.json").read_text())
+    (tmp_path / "trtllm.json").write_text(json.dumps({**plan, "engine": "trtllm"}))
     return tmp_path
 
 
@@ -42,6 +46,7 @@ CASES = [
     (["emit", str(FIXTURES / "plan_colocated.json"), "{out}", "--rdma-resource", "x y"], 2, "--rdma-resource"),
     (["emit", str(FIXTURES / "plan_colocated.json"), "{tmp}"], 2, "--force"),
     (["emit", str(FIXTURES / "plan_colocated.json"), "{tmp}", "--force"], 0, "report.md"),
+    (["emit", "{tmp}/trtllm.json", "{out}"], 2, "trtllm"),
 ]
 
 
@@ -64,3 +69,12 @@ def test_help_lists_options():
     assert result.exit_code == 0
     for option in ("--engine", "--model-id", "--namespace", "--image", "--force", "--pin-nodes"):
         assert option in result.output
+
+
+def test_emit_defaults_to_the_plans_engine(tmp_path, monkeypatch, capsys):
+    plan = json.loads((FIXTURES / "plan_colocated.json").read_text())
+    (tmp_path / "p.json").write_text(json.dumps({**plan, "engine": "sglang==0.5.3"}))
+    status, _, err = _run(["emit", str(tmp_path / "p.json"), str(tmp_path / "out")], monkeypatch, capsys)
+    assert status == 0, err
+    script = next((tmp_path / "out" / "launch").glob("*.sh")).read_text()
+    assert "engine: sglang 0.5.3" in script

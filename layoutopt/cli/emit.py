@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import click
 
-from layoutopt.plan import load_plan
+from layoutopt.errors import InputError
+from layoutopt.plan import Plan, load_plan
+
+
+def plan_engine(plan: Plan) -> str:
+    """The engine the plan was made for, when layoutopt writes launch files for it."""
+    from layoutopt.report.engine_flags import parse_engine
+
+    try:
+        return parse_engine(plan.engine, "plan.engine").spec
+    except InputError:
+        raise InputError("--engine", None, "vllm, vllm==0.13.0, sglang or sglang==0.5.3",
+                         f"the plan was made for {plan.engine!r}, which layoutopt writes no launch files for") from None
 
 
 @click.command("emit")
 @click.argument("plan_file", type=click.Path(dir_okay=False))
 @click.argument("out_dir", type=click.Path(file_okay=False))
-@click.option("--engine", default="vllm", show_default=True,
-              help="serving engine and version: vllm (0.33.0), vllm==0.13.0, sglang (0.5.23), sglang==0.5.3")
+@click.option("--engine", default=None,
+              help="serving engine and version: vllm (0.33.0), vllm==0.13.0, sglang (0.5.23), sglang==0.5.3 "
+                   "(default: the plan's engine)")
 @click.option("--model-id", default=None,
               help="HuggingFace id to serve (default: the catalog's id, or its pre-quantized checkpoint); "
                    "required when the plan's model is a config.json")
@@ -25,7 +38,7 @@ from layoutopt.plan import load_plan
 @click.option("--pin-nodes/--no-pin-nodes", default=None,
               help="pin pods to the placement's host names (default: only for plans placed on a --cluster file)")
 @click.option("--force", is_flag=True, help="write into a folder holding other files (only emit's own files are touched)")
-def command(plan_file: str, out_dir: str, engine: str, model_id: str | None, namespace: str, image: str | None,
+def command(plan_file: str, out_dir: str, engine: str | None, model_id: str | None, namespace: str, image: str | None,
             hf_token_secret: str, model_cache_pvc: str | None, rdma_resource: str, pin_nodes: bool | None,
             force: bool) -> None:
     """Write plan.json, report.md, launch/*.sh, k8s/*.yaml and plots/* for PLAN_FILE into OUT_DIR.
@@ -37,6 +50,8 @@ def command(plan_file: str, out_dir: str, engine: str, model_id: str | None, nam
     from layoutopt.report.kubernetes import KubernetesOptions
 
     plan = load_plan(plan_file)
+    if engine is None:
+        engine = plan_engine(plan)
     rdma = None if rdma_resource.lower() == "none" else rdma_resource
     options = KubernetesOptions(hf_token_secret=hf_token_secret, model_cache_pvc=model_cache_pvc,
                                 rdma_resource=rdma, pin_nodes=pin_nodes)
