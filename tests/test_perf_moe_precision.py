@@ -52,3 +52,14 @@ def test_weight_only_formats_read_four_bits_and_compute_in_bf16():
     assert c.gemm_flops_per_s == pytest.approx(989e12 * vllm.gemm_efficiency * 0.85, rel=1e-3)
     dense = model.attention_params + model.dense_params_total
     assert c.dense_weight_bytes == pytest.approx(dense * 0.5625 / 4)
+
+
+def test_estimate_serves_native_four_bit_checkpoints():
+    from layoutopt.perf_model.estimate import estimate
+
+    kimi = estimate("kimi-k2.5", "B200", engine="vllm==0.33.0", isl=1024, osl=256,
+                    layout=Layout(tp_size=8, weight_precision="int4"), concurrency=4)
+    gpt_oss = estimate("gpt-oss-120b", "H100", engine="vllm==0.33.0", isl=1024, osl=256,
+                       layout=Layout(tp_size=2, weight_precision="mxfp4"), concurrency=4)
+    for result in (kimi, gpt_oss):
+        assert result.tpot_ms.mean > 0 and not result.rule_violations

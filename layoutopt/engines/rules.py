@@ -41,8 +41,9 @@ from layoutopt.plan import Layout, Role
 
 DISAGGREGATED: tuple[Role, ...] = ("prefill", "decode")
 # layoutopt precision -> the engine's quantization method for a checkpoint of that precision.
-QUANTIZATION_METHOD = {"vllm": {"fp8": "fp8", "fp4": "modelopt_fp4"},
-                       "sglang": {"fp8": "fp8", "fp4": "modelopt_fp4"}}
+# Weight-only INT4 checkpoints (Kimi-K2.5) are compressed-tensors; gpt-oss ships OCP MXFP4.
+QUANTIZATION_METHOD = {"vllm": {"fp8": "fp8", "fp4": "modelopt_fp4", "int4": "compressed-tensors", "mxfp4": "mxfp4"},
+                       "sglang": {"fp8": "fp8", "fp4": "modelopt_fp4", "int4": "compressed-tensors", "mxfp4": "mxfp4"}}
 KV_FP8_DTYPE = {"vllm": "fp8", "sglang": "fp8_e4m3"}
 
 
@@ -266,7 +267,8 @@ def _precision(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, 
     weight = layout.weight_precision
     capability = gpu.compute_capability_x10
     if weight != "bf16" and capability is not None:
-        method = check.data.quantization(QUANTIZATION_METHOD[engine][weight])
+        name = QUANTIZATION_METHOD.get(engine, {}).get(weight)
+        method = check.data.quantization(name) if name else None
         if method is not None and method.min_capability is not None and capability < method.min_capability:
             check.add("precision_unsupported", f"{weight} weights: {engine}'s {method.method} quantization needs "
                       f"compute capability {method.min_capability / 10:.1f}; {gpu.name} has "

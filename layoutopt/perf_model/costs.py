@@ -11,7 +11,8 @@ each would be slow, so :func:`phase_costs` tabulates, in seconds:
 - colocated: the time a prompt's chunks add to the decode steps they ride in, at a few decode
   batch sizes (the prompt's own mixed steps minus the decode steps they replace);
 - KV-transfer time of each prompt length over the link to the decode pool (prefill role);
-- the memory-limited decode batch, with each sequence holding KV for its prompt and whole output.
+- the memory-limited decode batch, with each sequence holding KV for its prompt and, on average,
+  half its output (KV is paged on demand).
 
 Tables are cached per (candidate, workload, engine): the optimizer asks for the same candidate
 under several SLOs and headrooms.
@@ -242,10 +243,12 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     servers = layout.dp_size
     chunk = profile.max_num_batched_tokens * servers
 
-    # KV held per sequence: the prompt and the whole output (nothing is preempted), averaged over
-    # the time sequences spend in the batch, which is proportional to their output length:
-    # E[I] + E[O^2] / E[O] (long outputs hold their KV longest).
-    full_context = mean_input + (output_reserve if role != "prefill" else 1.0)
+    # KV held per sequence: engines page KV on demand (vLLM/SGLang blocks, TRT-LLM pages are
+    # allocated as tokens are generated, not the whole output up front), so a sequence holds its
+    # prompt and the tokens generated so far. Averaged over the time sequences spend in the batch
+    # (proportional to their output length) that is E[I] + E[O^2] / (2 E[O]): the batch the engine
+    # admits when KV memory binds.
+    full_context = mean_input + (output_reserve / 2.0 if role != "prefill" else 1.0)
     breakdown = memory.memory_breakdown(model, gpu, layout, context_tokens=full_context, engine=profile)
     if breakdown.max_batch_size < 1:
         memory.check_fits(model, gpu, layout, context_tokens=int(round(full_context)), engine=profile)

@@ -25,7 +25,7 @@ from layoutopt.perf_model import memory
 from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
 from layoutopt.engines import RuleViolation, check_layout, engine_notes, engine_ref_of
 from layoutopt.perf_model.calibration import EngineLike, resolve_engine
-from layoutopt.perf_model.costs import PhaseCosts, phase_costs
+from layoutopt.perf_model.costs import PhaseCosts, output_moments, phase_costs
 from layoutopt.plan import ErrorBand, Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
 from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate, rows_at_rate, series_ttft
@@ -47,7 +47,8 @@ class MemoryReport(_Out):
     activation_gib: float
     reserve_gib: float
     kv_capacity_gib: float
-    kv_gib_per_sequence: float = Field(description="one sequence at prompt + output tokens")
+    kv_gib_per_sequence: float = Field(description="one sequence at its time-averaged context: the prompt and "
+                                       "half its output (KV is paged on demand)")
     max_batch_size: int = Field(description="sequences the instance holds at that context")
 
 
@@ -162,7 +163,8 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
         else:
             concurrency, load = 1.0, "unloaded"
             notes.append("no concurrency or rate given: one request alone")
-    context = work.mean_input_tokens + work.mean_output_tokens
+    # The KV a decoding sequence holds on average: prompt + E[O^2] / (2 E[O]) (paged on demand).
+    context = work.mean_input_tokens + output_moments(work)[1] / 2.0
     cohort = profile
     common = dict(model=model, gpu=gpu, engine=profile, workload=work, allow_cross_domain=allow_cross_domain)
     if not disaggregated:
