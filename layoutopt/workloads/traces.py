@@ -114,6 +114,9 @@ def load_trace(path: str | Path, field: str = "trace") -> list[tuple[int, int]]:
     if not path.is_file():
         raise InputError(field, str(path), "an existing trace file", "no such file")
     text = read_text(path, field, "trace file", max_bytes=MAX_TRACE_BYTES)
+    if text.count("\n") > 2 * MAX_TRACE_REQUESTS:  # refuse at once what cannot fit, blank or comment lines aside
+        raise InputError(field, str(path), f"a trace of at most {MAX_TRACE_REQUESTS:,} requests",
+                         "sample it down, e.g. every n-th row: the length distributions keep their shape")
     rows = _csv_rows(text, path, field) if suffix == ".csv" else _jsonl_rows(text, path, field)
     pairs: list[tuple[int, int]] = []
     columns: tuple[str, str] | None = None
