@@ -202,3 +202,10 @@ def test_profile_and_calibration_files_use_the_shared_reader(tmp_path):
         load_profile(_write(tmp_path, "deep.yaml", "x: " + "[" * 500 + "]" * 500 + "\n"))
     with pytest.raises(InputError, match="key 'engine' appears twice"):
         load_profile(_write(tmp_path, "dup.yaml", "engine: vllm\nengine: sglang\n"))
+
+
+def test_calibration_measurements_are_checked_for_utf8_first(tmp_path):
+    from layoutopt.calibrate.ingest import ingest
+
+    with pytest.raises(InputError, match=r"MEASUREMENTS: got .*b\.bin'; a measurement file in UTF-8"):
+        ingest([_write(tmp_path, "b.bin", bytes(range(256)))])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from layoutopt.calibrate import perf_tools, reference_csv, vllm_bench
 from layoutopt.calibrate.run_context import RunContext, load_run_context, sidecar_for
+from layoutopt import io_safe
 from layoutopt.errors import InputError
 from layoutopt.perf_model.fit import MeasuredCase
 
@@ -59,6 +60,8 @@ def ingest(paths: list[str | Path], context: RunContext | None = None, run_info:
         path = Path(raw_path)
         if not path.is_file():
             raise InputError("MEASUREMENTS", str(path), "an existing file (" + "; ".join(FORMATS) + ")")
+        # size and UTF-8 through the shared reader before any CSV or JSON reader sees the file
+        io_safe.read_text(path, "MEASUREMENTS", "measurement file", max_bytes=io_safe.MAX_PLAN_BYTES)
         cases: list[MeasuredCase]
         if path.suffix.lower() == ".json" or path.suffix.lower() == ".jsonl":
             objects = vllm_bench.read_json_objects(path)
