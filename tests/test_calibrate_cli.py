@@ -193,3 +193,15 @@ def test_a_gpu_of_no_known_generation_gets_an_unknown_band():
     band = error_band("vllm==0.33.0", "MyGPU-9000", "colocated")
     assert (band.engine, band.gpu_generation, band.num_rows, band.ttft) == ("vllm", "unknown", 0, None)
     assert "error unknown" in band.shown()
+
+
+def test_solve_plans_with_the_profile(profile_path, tmp_path):
+    from layoutopt import api
+
+    slow = _profile_with(profile_path, tmp_path, memory_efficiency=0.4, step_overhead_ms=6.0)
+    args = dict(model="qwen3-8b", budget="8xH100", objective="max-goodput", time_limit_s=5)
+    builtin, tuned = api.solve(**args), api.solve(**args, profile=slow)
+    assert builtin.pools and tuned.pools
+    # a slower engine serves less on the same GPUs
+    assert tuned.totals.goodput_rps < 0.9 * builtin.totals.goodput_rps
+    assert tuned.engine == builtin.engine
