@@ -60,3 +60,15 @@ def test_json_has_placement_rows(monkeypatch, capsys):
                 "gpus_by_node"} <= set(row)
         assert data["pools"][row["pool_index"]]["role"] == row["role"]
     assert sum(p["instances"] for p in data["pools"]) == len(data["placement"])
+
+
+def test_plan_names_the_cluster_its_placement_uses(monkeypatch, capsys):
+    # A --cluster plan names real nodes (deployment files may pin pods to them); a plain budget's
+    # standard nodes are idealised, so its plan names no cluster.
+    for args, expected in ((["--cluster", FRAGMENTED, "--model", "llama-3.1-70b"], "fragmented"),
+                           (["--budget", "8xH100", "--model", "qwen3-8b"], None)):
+        monkeypatch.setattr(sys, "argv", ["layoutopt", "solve", *args, "--isl", "2000", "--osl", "200",
+                                          "--format", "json"])
+        assert run_guarded(cli) == 0
+        cluster = json.loads(capsys.readouterr().out)["cluster"]
+        assert (cluster is None) if expected is None else (expected in cluster), cluster

@@ -235,7 +235,10 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         if not result.placed:
             return result, unplaced_plan(plan, result, target_cluster, extra_notes)
         notes = extra_notes + placement_notes(result, target_cluster, gpu_specs, assumed_kv, spread_racks)
-        return result, with_placement(plan, result, notes)
+        placed_plan = with_placement(plan, result, notes)
+        if resolved_cluster is not None:  # real node names: deployment files may pin pods to them
+            placed_plan = placed_plan.model_copy(update={"cluster": resolved_cluster.name})
+        return result, placed_plan
 
     if limits is None:
         return placed(plan, table, found, None, [])[1]
