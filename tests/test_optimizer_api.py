@@ -118,3 +118,14 @@ def test_bad_input_is_an_input_error(kwargs, field):
     with pytest.raises(InputError) as error:
         api.solve("qwen3-32b", "8xH100", CHAT, **kwargs)
     assert error.value.field == field
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"isl": 2_000_000, "osl": 10}, "workload"),        # qwen3-32b holds 40,960 tokens of context
+    ({"time_limit_s": float("inf")}, "--time-limit"),
+    ({"time_limit_s": float("nan")}, "--time-limit"),
+])
+def test_api_refuses_what_the_cli_refuses(kwargs, field):
+    with pytest.raises(InputError) as error:
+        api.solve("qwen3-32b", "8xH100", **kwargs)
+    assert error.value.field == field

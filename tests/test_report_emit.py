@@ -154,3 +154,21 @@ def test_report_sections_and_rate_rise_numbers():
     assert "From 6.000 to 7.200 req/s" in report
     assert "already covers the higher rate" in report
     assert "TTFT p90 <= 1000 ms" in report
+
+
+@pytest.mark.parametrize("engine, version", [("vllm==0.13.0", "0.13.0"), ("vllm", "0.33.0")])
+def test_report_names_the_engine_release_the_files_were_written_for(engine, version):
+    plan = fixture_plan("colocated")
+    report = render(plan, engine=engine, model_id=MODEL_IDS[plan.model], plots=False)["report.md"]
+    assert f"Engine: vllm {version};" in report
+
+
+def test_plan_json_with_an_infinite_prediction_reads_back(tmp_path):
+    from layoutopt.plan import load_plan
+
+    plan = fixture_plan("colocated")
+    latency = plan.latency.model_copy(update={"ttft_ms": plan.latency.ttft_ms.model_copy(update={"p99": float("inf")})})
+    text = render(plan.model_copy(update={"latency": latency}), model_id=MODEL_IDS[plan.model], plots=False)["plan.json"]
+    assert "Infinity" not in text and json.loads(text)["non_finite_values"]
+    (tmp_path / "plan.json").write_text(text)
+    assert load_plan(tmp_path / "plan.json").latency.ttft_ms.p99 == float("inf")

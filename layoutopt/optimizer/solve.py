@@ -45,7 +45,7 @@ from layoutopt.perf_model.calibration import EngineProfile
 from layoutopt.optimizer.solver import DEFAULT_TOLERANCE_FRACTION
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.slo import SLO
-from layoutopt.workloads.workload import Workload
+from layoutopt.workloads.workload import Workload, check_fits_context
 
 if TYPE_CHECKING:
     from layoutopt.topology import Cluster
@@ -59,6 +59,8 @@ OBJECTIVES: tuple[Objective, ...] = ("goodput-per-dollar", "max-goodput", "min-c
 MODES = ("auto", "colocated", "disaggregated")
 PRECISION_CHOICES = ("auto", "bf16", "fp8", "fp4")
 
+
+MAX_TIME_LIMIT_S = 3600.0  # one hour of solver (deterministic) time: longer is a typo, not a plan
 
 def _choice(field: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
@@ -171,8 +173,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         raise InputError("--headroom", headroom, "a utilization fraction in (0, 1]")
     if top_k < 0:
         raise InputError("--top-k", top_k, "an integer >= 0")
-    if not time_limit_s > 0:
-        raise InputError("--time-limit", time_limit_s, "seconds > 0")
+    if not 0 < time_limit_s <= MAX_TIME_LIMIT_S:  # also refuses NaN and inf
+        raise InputError("--time-limit", time_limit_s, f"seconds in (0, {MAX_TIME_LIMIT_S:g}]")
     if not 0 <= tolerance_fraction <= MAX_TOLERANCE_FRACTION:
         raise InputError("--tolerance", tolerance_fraction, f"a fraction in [0, {MAX_TOLERANCE_FRACTION:g}]")
     if budget is None and cluster is None:
@@ -192,6 +194,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         parsed = given
     resolved_slo = _resolve_slo(slo, defaults)
     resolved_workload = _resolve_workload(workload, isl, osl, rate_rps, defaults)
+    # The API, sweeps and the service reach here without the CLI's check: a request must fit the context.
+    check_fits_context(resolved_workload, spec.max_context_tokens, spec.name, "workload")
     target = resolved_workload.arrival_rate_rps
     if objective == "min-cost" and target is None:
         raise InputError("--rate", None, "min-cost needs the rate to serve: give --rate or a workload arrival rate")

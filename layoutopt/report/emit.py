@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from layoutopt.errors import InputError
+from layoutopt.io_safe import dumps_json
 from layoutopt.plan import Plan
 from layoutopt.report import names
 from layoutopt.report.deployment import prepare
@@ -48,7 +49,8 @@ def render(plan: Plan, *, engine: str | EngineRelease = "vllm", model_id: str | 
     release, deployments = prepare(plan, release, model_id)
     instances = expand_instances(plan, gpus_per_node)
     options = (kubernetes or KubernetesOptions()).model_copy(update={"namespace": namespace, "image": image})
-    files: dict[str, str | bytes] = {"plan.json": json.dumps(plan.model_dump(mode="json"), indent=2) + "\n"}
+    # Standard JSON (an infinite prediction becomes null + non_finite_values) so load_plan reads it back.
+    files: dict[str, str | bytes] = {"plan.json": dumps_json(plan.model_dump(mode="json")) + "\n"}
     files.update(launch_scripts(plan, instances, release, deployments))
     files.update(kubernetes_manifests(plan, instances, release, deployments, options))
     _add_optional(files, plan, instances, release, deployments, options)
@@ -57,7 +59,8 @@ def render(plan: Plan, *, engine: str | EngineRelease = "vllm", model_id: str | 
             for fmt in PLOT_FORMATS:
                 files[f"plots/{name}.{fmt}"] = figure_bytes(fig, fmt)
     model = deployments[0].served.hf_id
-    files["report.md"] = report_markdown(plan, instances, engine=release.engine, model=model, files=sorted(files))
+    files["report.md"] = report_markdown(plan, instances, engine=release.engine, version=release.version, model=model,
+                                         files=sorted(files))
     return dict(sorted(files.items()))
 
 

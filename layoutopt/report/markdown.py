@@ -31,10 +31,10 @@ def _pools_summary(pools: list[Pool]) -> str:
     return "; ".join(f"{p.instances} x {p.role} {p.gpu} {p.layout.short_name()}" for p in pools)
 
 
-def _what_to_run(plan: Plan, instances: list[InstanceSpec], engine: str, model: str) -> list[str]:
+def _what_to_run(plan: Plan, instances: list[InstanceSpec], engine: str, version: str, model: str) -> list[str]:
     names = pool_names(plan)
     lines = ["## What to run", "",
-             f"Engine: {engine} {ENGINE_VERSIONS[engine]}; model `{model}`; mode {plan.mode}; "
+             f"Engine: {engine} {version}; model `{model}`; mode {plan.mode}; "
              f"solver status {plan.status} (objective {plan.objective}).", "",
              "| pool | role | GPU | instances | GPUs/instance | degrees | weights / KV | max batch | "
              "capacity per instance [req/s] | pool cost [USD/h] |",
@@ -138,10 +138,12 @@ def _rate_rise(plan: Plan) -> list[str]:
 
 
 def report_markdown(plan: Plan, instances: list[InstanceSpec], *, engine: str, model: str,
-                    files: list[str]) -> str:
-    """The whole report as Markdown; ``files`` are the other artifacts written next to it."""
+                    files: list[str], version: str | None = None) -> str:
+    """The whole report as Markdown; ``files`` are the other artifacts written next to it.
+
+    ``version`` is the engine release the files were written for (default: the current one)."""
     lines = [f"# Serving plan for {plan.model}", ""]
-    lines += _what_to_run(plan, instances, engine, model) + [""]
+    lines += _what_to_run(plan, instances, engine, version or ENGINE_VERSIONS[engine], model) + [""]
     lines += _why(plan) + [""]
     lines += _alternatives(plan) + [""]
     lines += _rate_rise(plan) + [""]
