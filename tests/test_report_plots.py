@@ -9,8 +9,8 @@ import pytest
 from layoutopt.report.emit import emit
 from layoutopt.report.markdown import base_rate_rps
 from layoutopt.report.plots import (
-    FrontierPoint, cost_at_rate_usd_per_hour, figure_bytes, frontier_points, pareto_front, plan_figures,
-    pool_instances_at_rate,
+    FrontierPoint, candidate_points, cost_at_rate_usd_per_hour, figure_bytes, frontier_figure, frontier_points,
+    pareto_front, plan_figures, pool_instances_at_rate, split_figure,
 )
 from test_report_helpers import MODEL_IDS, fixture_plan
 
@@ -18,7 +18,14 @@ UNIT = re.compile(r"\[[^\]]+\]")
 
 
 def _axes_labels(fig):
-    return [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes]
+    """(x label, y label) of each plot; a colour bar has one label, which must carry its unit."""
+    labels = []
+    for ax in fig.axes:
+        if hasattr(ax, "_colorbar"):
+            assert UNIT.search(ax.get_ylabel() or ax.get_xlabel()), "colour bar without a unit"
+            continue
+        labels.append((ax.get_xlabel(), ax.get_ylabel()))
+    return labels
 
 
 @pytest.mark.parametrize("name", ["colocated", "moe_ep_dp"])
@@ -84,7 +91,8 @@ def test_supplied_frontier_points_replace_derived_ones():
     figures = plan_figures(plan, supplied, base_rate_rps(plan))
     assert "gpu_types" in figures
     (ax,) = figures["frontier"].axes
-    assert len(ax.lines) == 1 and len(ax.lines[0].get_xdata()) == 3
+    # the three frontier points, and the staircase carried to the left and bottom edges of the axes
+    assert len(ax.lines) == 1 and len(ax.lines[0].get_xdata()) == 3 + 2
 
 
 def test_scaling_keeps_each_pools_share_of_its_role():
@@ -95,3 +103,51 @@ def test_scaling_keeps_each_pools_share_of_its_role():
     per_instance = [p.cost_usd_per_hour / p.instances for p in pools]
     assert cost_at_rate_usd_per_hour(pools, 9.6) == pytest.approx(3 * per_instance[0] + 2 * per_instance[1])
     assert pool_instances_at_rate(pools, 8.0) == [2, 1]
+
+
+def _candidate(name, role, gpus, capacity_rps, tpot_p50_ms, cost):
+    from layoutopt.optimizer.candidates import Candidate
+    from layoutopt.plan import Layout, Percentiles
+
+    tpot = None if role == "prefill" else Percentiles(p50=tpot_p50_ms, p90=tpot_p50_ms, p99=tpot_p50_ms)
+    return Candidate(name=name, role=role, gpu="H100-SXM", layout=Layout(tp_size=gpus), cost_usd_per_hour=cost,
+                     capacity_rps=capacity_rps, max_batch_size=8, tpot_ms=tpot)
+
+
+def test_candidate_points_are_per_layout_with_cost_per_token():
+    from layoutopt.optimizer.candidates import CandidateTable
+
+    table = CandidateTable(candidates=(
+        _candidate("c1", "colocated", 1, 2.0, 25.0, 4.0), _candidate("p2", "prefill", 2, 8.0, 0.0, 8.0),
+        _candidate("d1", "decode", 1, 4.0, 20.0, 4.0)), gpu_limits={"H100-SXM": 8}, mean_output_tokens=250.0)
+    colocated, pair = candidate_points(table)
+    # colocated: 2 req/s x 250 tokens on 1 GPU; 1000 / 25 ms
+    assert (colocated.tok_per_s_per_gpu, colocated.tok_per_s_per_user) == (500.0, 40.0)
+    assert colocated.usd_per_million_output_tokens == pytest.approx(4.0 / (500 * 3600) * 1e6)
+    # P/D pair per req/s: 2/8 + 1/4 = 0.5 GPUs, 8/8 + 4/4 = 2 USD/h -> 500 tok/s/GPU, 50 tok/s/user
+    assert (pair.tok_per_s_per_gpu, pair.tok_per_s_per_user) == (500.0, 50.0)
+    assert pair.requests_per_usd == pytest.approx(3600 / 2.0) and not pair.whole_plan
+    fig = frontier_figure(candidate_points(table))
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["layouts evaluated",
+                                                                           "Pareto frontier (1 layout)"]
+    for xlabel, ylabel in _axes_labels(fig):
+        assert UNIT.search(xlabel) and UNIT.search(ylabel)
+
+
+def test_frontier_of_near_identical_plans_is_not_a_hairline_span():
+    near = [FrontierPoint(label=f"alt {i}", gpu_type="H100-SXM", tok_per_s_per_gpu=1000.0 + i,
+                          tok_per_s_per_user=50.0 + 0.01 * i, cost_usd_per_hour=10.0, goodput_rps=5.0) for i in range(3)]
+    ax = frontier_figure(near).axes[0]
+    low, high = ax.get_xlim()
+    assert (high - low) / ((high + low) / 2) > 0.149  # 15 % of the values wide, not 0.15 %
+
+
+def test_prefill_decode_split_against_the_formula():
+    plan = fixture_plan("disaggregated")  # 8 prefill + 8 decode GPUs; formula 0.92
+    fig = split_figure(plan)
+    (ax,) = fig.axes
+    assert UNIT.search(ax.get_xlabel()) and UNIT.search(ax.get_ylabel())
+    widths = [patch.get_width() for patch in ax.patches]
+    assert widths[:2] == [8, 8] and widths[2] == pytest.approx(16 * 0.92 / 1.92)
+    assert "prefill_decode_split" in plan_figures(plan, None, base_rate_rps(plan))
+    assert split_figure(fixture_plan("colocated")) is None

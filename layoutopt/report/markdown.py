@@ -12,7 +12,10 @@ RATE_RISE_FRACTION = 0.20
 
 def base_rate_rps(plan: Plan) -> float:
     """The rate the plan was asked for (workload arrival rate), else the goodput it reaches."""
-    rate = plan.workload.get("arrival_rate_rps") if isinstance(plan.workload, dict) else None
+    inputs = plan.workload if isinstance(plan.workload, dict) else {}
+    # solve records {"workload": {...}, "slo": ..., "budget": ...}; older plans the workload's own keys
+    workload = inputs.get("workload") if isinstance(inputs.get("workload"), dict) else inputs
+    rate = workload.get("arrival_rate_rps")
     if isinstance(rate, (int, float)) and rate > 0:
         return float(rate)
     return plan.totals.goodput_rps if plan.totals else 0.0
