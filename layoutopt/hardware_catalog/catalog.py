@@ -100,6 +100,18 @@ class HardwareCatalog:
         raise InputError("gpu", gpu_name, f"one node type of {canonical} marked default_for_gpu: true (have {names})")
 
 
+def generic_node_type(gpu: GpuSpec) -> NodeType:
+    """A node of a GPU no node type names (a row of a ``--gpus`` file): 8 GPUs (or one scale-up
+    domain, when the domain does not divide into or across 8-GPU nodes) sharing the GPU row's
+    scale-up domain, one NIC of the row's bandwidth per GPU."""
+    domain = gpu.scaleup_domain_gpus
+    per_node = 8 if domain % 8 == 0 or 8 % domain == 0 else domain
+    return NodeType(name=f"generic-{gpu.name.lower()}-{per_node}", gpu=gpu.name, gpus_per_node=per_node,
+                    nvlink_domain_gpus=domain, nics_per_node=per_node,
+                    nic_gbit_per_s=gpu.nic_gbit_per_s, default_for_gpu=True,
+                    source=f"derived from the {gpu.name} GPU row: no node_types row names this GPU")
+
+
 def load_catalog(
     gpus_path: PathLike = None, nodes_path: PathLike = None, prices_path: PathLike = None
 ) -> HardwareCatalog:
@@ -107,7 +119,10 @@ def load_catalog(
     gpus = load_gpus(gpus_path)
     if prices_path is not None:
         gpus = with_prices(gpus, load_prices(prices_path, gpus))
-    return HardwareCatalog(gpus, load_node_types(nodes_path, gpus))
+    nodes = load_node_types(nodes_path, gpus)
+    # a GPU row of a --gpus file that no node type names gets a generic node, so a plain budget works
+    named = {node.gpu for node in nodes}
+    return HardwareCatalog(gpus, [*nodes, *(generic_node_type(gpu) for gpu in gpus if gpu.name not in named)])
 
 
 def list_gpus(path: PathLike = None) -> list[GpuSpec]:

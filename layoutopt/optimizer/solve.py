@@ -83,7 +83,9 @@ def _resolve_slo(slo: SLO | str | Path | None, defaults: list[str]) -> SLO:
     if isinstance(slo, SLO):
         return slo
     if slo is None:
-        defaults.append("slo: TTFT p90 <= 1000 ms, TPOT p90 <= 30 ms, attainment 0.9 (examples/slo.yaml)")
+        targets = [f"TTFT {k} <= {v:g} ms" for k, v in DEFAULT_SLO.ttft_ms.items()]
+        targets += [f"TPOT {k} <= {v:g} ms" for k, v in DEFAULT_SLO.tpot_ms.items()]
+        defaults.append(f"slo: the built-in default, {', '.join(targets)}, attainment {DEFAULT_SLO.attainment:g}")
         return DEFAULT_SLO
     from layoutopt.workloads.loaders import load_slo
 
