@@ -3,6 +3,9 @@
 - every ``layoutopt ...`` command line of README.md's "Using it" block runs with exit status 0 and
   no traceback (the slow ones are in ``SLOW_COMMANDS``, the known product bugs in ``KNOWN_BUGS``);
 - every Python block of docs/api.md runs as a script (slow ones in ``SLOW_BLOCKS``);
+- every block that shows output is run and its output compared: ``pycon`` blocks of README.md and
+  docs/*.md as doctests, ``console`` blocks (``$ layoutopt ...`` then the output, ``...`` matching
+  anything) by running each command; a stale figure in the docs fails the suite;
 - every SLO and workload shape shown in examples/README.md loads.
 
 Commands run in a scratch folder holding a link to ``examples/``, so the documented relative paths
@@ -13,6 +16,7 @@ A command that reads a file another documented command writes (``simulate plan.j
 
 from __future__ import annotations
 
+import doctest
 import re
 import shlex
 import subprocess
@@ -54,21 +58,12 @@ def _section(text: str, heading: str) -> str:
 
 
 def readme_commands() -> list[str]:
-    """The ``layoutopt`` lines of the first bash block under "Using it", continuations joined.
-
-    ``layoutopt catalog models | gpus | nodes`` lists alternatives, one command each.
-    """
+    """The ``layoutopt`` lines of the first bash block under "Using it", continuations joined."""
     block = _fenced_blocks(_section(README.read_text(), "Using it"), "bash")[0]
     commands = []
     for line in block.replace("\\\n", " ").splitlines():
         line = " ".join(line.split())
-        if not line.startswith("layoutopt "):
-            continue
-        if " | " in line:
-            first, *others = line.split(" | ")
-            stem = first.rsplit(" ", 1)[0]
-            commands += [first] + [f"{stem} {other}" for other in others]
-        else:
+        if line.startswith("layoutopt "):
             commands.append(line)
     return commands
 
@@ -119,6 +114,8 @@ def _producers(command: str) -> list[str]:
 
 def test_readme_block_is_found():
     assert len(COMMANDS) >= 10 and all(c.startswith("layoutopt ") for c in COMMANDS)
+    # each line is one command as a shell runs it: no pipes of alternatives
+    assert not any(" | " in c for c in COMMANDS), [c for c in COMMANDS if " | " in c]
     assert any(c.startswith("layoutopt solve") for c in COMMANDS)
     assert "layoutopt catalog gpus" in COMMANDS and "layoutopt catalog nodes" in COMMANDS
 
@@ -164,7 +161,7 @@ def _block_marks(block: str):
 
 
 def test_api_doc_blocks_are_found():
-    assert API_BLOCKS and any("api.solve(" in block for block in API_BLOCKS)
+    assert API_BLOCKS and any("api.sweep(" in block for block in API_BLOCKS)
 
 
 @pytest.mark.parametrize(
@@ -217,3 +214,46 @@ def test_example_yaml_files_load():
     for path in sorted((examples / "clusters").glob("*.yaml")):
         load_cluster(path)
     assert yaml.safe_load((examples / "sweep.yaml").read_text())["models"]
+
+
+DOC_FILES = [README, *sorted((REPO / "docs").glob("*.md"))]
+PYCON_BLOCKS = [(path, block) for path in DOC_FILES for block in _fenced_blocks(path.read_text(), "pycon")]
+CONSOLE_BLOCKS = [(path, block) for path in DOC_FILES for block in _fenced_blocks(path.read_text(), "console")]
+_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def test_output_blocks_are_found():
+    assert any(path == API_DOC and "api.solve(" in block for path, block in PYCON_BLOCKS) and CONSOLE_BLOCKS
+
+
+@pytest.mark.parametrize("path,block", [pytest.param(p, b, id=f"{p.name}-{i}") for i, (p, b) in enumerate(PYCON_BLOCKS)])
+def test_pycon_block_prints_what_it_shows(path: Path, block: str, workdir: Path, monkeypatch):
+    monkeypatch.chdir(workdir)
+    test = doctest.DocTestParser().get_doctest(block, {}, f"{path.name} pycon block", str(path), 0)
+    runner = doctest.DocTestRunner(optionflags=_FLAGS)
+    report: list[str] = []
+    runner.run(test, out=report.append)
+    assert runner.failures == 0, f"{path.name}: the block's shown output is stale:\n" + "".join(report)
+
+
+def console_commands(block: str) -> list[tuple[str, str]]:
+    """(command, expected output) per ``$ `` line of a console block."""
+    found: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            found.append((line[2:], []))
+        elif found:
+            found[-1][1].append(line)
+    return [(command, "\n".join(lines).strip() + "\n") for command, lines in found]
+
+
+@pytest.mark.parametrize("path,block", [pytest.param(p, b, id=f"{p.name}-{i}") for i, (p, b) in enumerate(CONSOLE_BLOCKS)])
+def test_console_block_prints_what_it_shows(path: Path, block: str, workdir: Path):
+    checker = doctest.OutputChecker()
+    for command, expected in console_commands(block):
+        assert command.startswith("layoutopt "), command
+        done = _run_layoutopt(command, workdir)
+        assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr[-2000:]}"
+        shown = "\n".join(line.rstrip() for line in done.stdout.strip().splitlines()) + "\n"
+        assert checker.check_output(expected, shown, _FLAGS), (
+            f"{path.name}: `{command}` no longer prints what the docs show.\n--- docs\n{expected}--- now\n{shown}")

@@ -18,19 +18,28 @@ def _render(result) -> None:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(result.summary.status_counts.items()))
     out.print(f"Sweep {result.name}: {result.num_cells} cells ({counts}); {result.num_run} solved now, "
               f"{result.num_skipped} already done; {result.wall_time_s:,.1f} s")
-    if result.summary.cheapest_fleets:
-        table = Table(title="Cheapest fleet per rate (min-cost cells)", title_justify="left", header_style="bold",
-                      box=box.SIMPLE_HEAD, pad_edge=False)
-        for header, justify in (("model", "left"), ("workload", "left"), ("SLO", "left"), ("req/s", "right"),
-                                ("option", "left"), ("GPUs by type", "left"), ("USD/h", "right"),
-                                ("req/USD at demand", "right"), ("at capacity", "right"), ("layout", "left")):
-            table.add_column(header, justify=justify)
-        for fleet in result.summary.cheapest_fleets:
+    fleets = result.summary.cheapest_fleets
+    if fleets:
+        table = Table(title="Cheapest fleet per rate (min-cost cells; layouts in summary.md)", title_justify="left",
+                      header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+        # a column that has one value for every row is said once, in the caption
+        varying = [key for key in ("model", "workload", "slo") if len({getattr(f, key) for f in fleets}) > 1]
+        fixed = [f"{key} {getattr(fleets[0], key)}" for key in ("model", "workload", "slo") if key not in varying]
+        if fixed:
+            table.caption = "; ".join(fixed)
+            table.caption_justify = "left"
+        for header in varying:
+            table.add_column(header, justify="left")
+        for header in ("req/s", "option", "GPUs", "USD/h", "req/USD at demand", "at capacity"):
+            table.add_column(header, justify="left" if header in ("option", "GPUs") else "right")
+        for fleet in fleets:
             best = fleet.best
-            chosen = ([best.budget, best.gpus_by_type, f"{best.cost_usd_per_hour:,.2f}",
-                       f"{best.requests_per_usd_at_demand:,.0f}", f"{best.requests_per_usd_at_capacity:,.0f}",
-                       best.layout] if best else ["none holds the SLO", "-", "-", "-", "-", "-"])
-            table.add_row(fleet.model, fleet.workload, fleet.slo, f"{fleet.rate_rps:g}", *chosen)
+            gpus = best and " + ".join(f"{n}x{gpu}" for gpu, n in
+                                       (part.split(":") for part in best.gpus_by_type.split(" + ") if part))
+            chosen = ([best.budget, gpus, f"{best.cost_usd_per_hour:,.2f}", f"{best.requests_per_usd_at_demand:,.0f}",
+                       f"{best.requests_per_usd_at_capacity:,.0f}"] if best
+                      else ["none holds the SLO", "-", "-", "-", "-"])
+            table.add_row(*(getattr(fleet, key) for key in varying), f"{fleet.rate_rps:g}", *chosen)
         out.print(table)
     for crossover in result.summary.crossovers:
         out.print(f"crossover: {crossover_text(crossover)}")
