@@ -413,3 +413,27 @@ def test_malformed_workload_yaml(tmp_path):
     path.write_text("input_tokens: {fixed: 5}\noutput_tokens: [1, 2\n")
     with pytest.raises(InputError, match=r"^workload: got '.*w\.yaml'; valid YAML \(line \d"):
         load_workload(path)
+
+
+def test_lognormal_agrees_with_scipy_stats():
+    dist = LognormalLength(mean=1400, p90=2900, max_tokens=4000)
+    frozen = dist.frozen()
+    assert frozen.mean() == pytest.approx(1400, rel=1e-12) and frozen.ppf(0.9) == pytest.approx(2900, rel=1e-12)
+    assert dist.quantile_tokens(0.5) == pytest.approx(frozen.median(), rel=1e-12)
+    # the clipped mean by numerical integration of E[min(X, 4000)]
+    assert dist.mean_tokens == pytest.approx(frozen.expect(lambda x: np.minimum(x, 4000.0)), rel=1e-6)
+
+
+def test_csv_trace_comments_blank_rows_crlf_and_line_numbers(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"# exported 2026-05\r\nisl,osl\r\n5,3\r\n,\r\n\r\n# a note\r\n7,2.0\r\n")
+    assert load_trace(path) == [(5, 3), (7, 2)]
+    path.write_text("isl,osl\n5,3\n# a note\n\n7,x\n")
+    with pytest.raises(InputError, match=r"t\.csv:5\]\.osl: got 'x'"):  # the file's own line number
+        load_trace(path)
+    path.write_text("# nothing but a header\nisl,osl\n")
+    with pytest.raises(InputError, match="at least one request"):
+        load_trace(path)
+    path.write_text("isl,osl\n5,3\n7\n")
+    with pytest.raises(InputError, match="a well-formed CSV file"):
+        load_trace(path)

@@ -1,7 +1,9 @@
 """Read request traces: one (input_tokens, output_tokens) pair per request, from CSV or JSONL.
 
-CSV needs a header row (lines starting with ``#`` are comments); JSONL holds one JSON object
-per line (``.json`` may hold a list of such objects). Column names are matched case-insensitively, with spaces and dashes read as
+CSV needs a header row (lines starting with ``#`` are comments) and is parsed by
+``pyarrow.csv``; JSONL holds one JSON object per line (``.json`` may hold a list of such objects)
+and goes through the shared reader (:mod:`layoutopt.io_safe`: duplicate keys, non-finite numbers
+and nesting are refused there, which ``pyarrow.json`` would accept). Column names are matched case-insensitively, with spaces and dashes read as
 underscores, and common aliases are accepted (see ``INPUT_COLUMNS`` and ``OUTPUT_COLUMNS``:
 ``isl``/``osl``, ``prompt_tokens``/``completion_tokens``, Azure's ``ContextTokens``/
 ``GeneratedTokens``, Mooncake's ``input_length``/``output_length``, BurstGPT's
@@ -10,8 +12,8 @@ underscores, and common aliases are accepted (see ``INPUT_COLUMNS`` and ``OUTPUT
 
 from __future__ import annotations
 
-import csv
 import io
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,8 @@ OUTPUT_COLUMNS = (
 TRACE_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".json")
 
 _ALLOWED_VALUE = f"a whole number of tokens in 1..{MAX_TOKENS:,}"
+# comment lines ('#' first) and lines of only commas and blanks, up to (not including) the newline
+_BLANK_LINES = re.compile(r"^[ \t]*(?:#[^\r\n]*|[ \t,]*)\r?$", re.MULTILINE)
 
 
 def _normalize(column: str) -> str:
@@ -72,18 +76,48 @@ def _token_count(raw: Any, field: str) -> int:
     return value
 
 
-def _csv_rows(text: str, path: Path, field: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    # '#' lines are comments (a note on where the trace came from); blank them to keep line numbers
-    lines = ("\n" if line.lstrip().startswith("#") else line for line in io.StringIO(text, newline=""))
-    reader = csv.reader(lines)
-    header: list[str] | None = None
-    for row in reader:
-        if not any(cell.strip() for cell in row):
-            continue
-        if header is None:
-            header = [cell.strip() for cell in row]
-            continue
-        yield reader.line_num, dict(zip(header, row))
+def _csv_pairs(text: str, path: Path, field: str) -> list[tuple[int, int]]:
+    """The (input, output) pairs of a CSV trace, read with ``pyarrow.csv``; errors name the file line."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pa_csv
+
+    # '#' lines are comments (a note on where the trace came from) and rows of empty cells carry
+    # nothing: blank both (pyarrow skips blank lines); the line count stays, for error messages
+    cleaned = _BLANK_LINES.sub("", text)
+    if not cleaned.strip():
+        return []
+    data = cleaned.encode()
+    try:
+        header = pa_csv.open_csv(io.BytesIO(data)).schema.names
+        in_col, out_col = _pick_columns([name.strip() for name in header], str(path), field)
+        raw = {name.strip(): name for name in header}
+        as_text = {raw[in_col]: pa.string(), raw[out_col]: pa.string()}
+        table = pa_csv.read_csv(io.BytesIO(data), convert_options=pa_csv.ConvertOptions(
+            include_columns=list(as_text), column_types=as_text, strings_can_be_null=False))
+    except pa.ArrowInvalid as error:
+        raise InputError(field, str(path), "a well-formed CSV file", str(error).splitlines()[0]) from None
+    if table.num_rows == 0:
+        return []
+    if table.num_rows > MAX_TRACE_REQUESTS:
+        raise InputError(field, str(path), f"a trace of at most {MAX_TRACE_REQUESTS:,} requests",
+                         "sample it down, e.g. every n-th row: the length distributions keep their shape")
+    columns = []
+    for name in (in_col, out_col):
+        column = table.column(raw[name])
+        try:  # every cell a whole number in range: convert at once
+            counts = pc.cast(column, pa.int64())
+            low, high = pc.min_max(counts).values()
+            if low.as_py() >= 1 and high.as_py() <= MAX_TOKENS:
+                columns.append(counts.to_pylist())
+                continue
+        except pa.ArrowInvalid:
+            pass
+        # the first bad cell, named by its file line and shown as written
+        line_numbers = [number for number, line in enumerate(cleaned.splitlines(), start=1) if line.strip()]
+        columns.append([_token_count(value, f"{field}[{path.name}:{line_numbers[row + 1]}].{name}")
+                        for row, value in enumerate(column.to_pylist())])
+    return list(zip(*columns))
 
 
 def _jsonl_rows(text: str, path: Path, field: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -99,6 +133,24 @@ def _jsonl_rows(text: str, path: Path, field: str) -> Iterator[tuple[int, dict[s
             yield line_no, parse_json_text(line, field, str(path))
         except InputError as error:
             raise InputError(field, str(path), "one JSON object per line", f"line {line_no}: {error.hint}") from None
+
+
+def _json_pairs(text: str, path: Path, field: str) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    columns: tuple[str, str] | None = None
+    for line_no, row in _jsonl_rows(text, path, field):
+        if len(pairs) == MAX_TRACE_REQUESTS:
+            raise InputError(field, str(path), f"a trace of at most {MAX_TRACE_REQUESTS:,} requests",
+                             "sample it down, e.g. every n-th row: the length distributions keep their shape")
+        where = f"{field}[{path.name}:{line_no}]"
+        if not isinstance(row, dict):
+            raise InputError(where, row, "an object with input_tokens and output_tokens")
+        if columns is None:
+            columns = _pick_columns(row.keys(), str(path), field)
+        in_col, out_col = columns
+        pairs.append((_token_count(row.get(in_col), f"{where}.{in_col}"),
+                      _token_count(row.get(out_col), f"{where}.{out_col}")))
+    return pairs
 
 
 def load_trace(path: str | Path, field: str = "trace") -> list[tuple[int, int]]:
@@ -117,28 +169,7 @@ def load_trace(path: str | Path, field: str = "trace") -> list[tuple[int, int]]:
     if text.count("\n") > 2 * MAX_TRACE_REQUESTS:  # refuse at once what cannot fit, blank or comment lines aside
         raise InputError(field, str(path), f"a trace of at most {MAX_TRACE_REQUESTS:,} requests",
                          "sample it down, e.g. every n-th row: the length distributions keep their shape")
-    rows = _csv_rows(text, path, field) if suffix == ".csv" else _jsonl_rows(text, path, field)
-    pairs: list[tuple[int, int]] = []
-    columns: tuple[str, str] | None = None
-    try:
-        for line_no, row in rows:
-            if len(pairs) == MAX_TRACE_REQUESTS:
-                raise InputError(field, str(path), f"a trace of at most {MAX_TRACE_REQUESTS:,} requests",
-                                 "sample it down, e.g. every n-th row: the length distributions keep their shape")
-            where = f"{field}[{path.name}:{line_no}]"
-            if not isinstance(row, dict):
-                raise InputError(where, row, "an object with input_tokens and output_tokens")
-            if columns is None:
-                columns = _pick_columns(row.keys(), str(path), field)
-            in_col, out_col = columns
-            pairs.append((
-                _token_count(row.get(in_col), f"{where}.{in_col}"),
-                _token_count(row.get(out_col), f"{where}.{out_col}"),
-            ))
-    except UnicodeDecodeError as error:
-        raise InputError(field, str(path), "a UTF-8 text file", str(error)) from None
-    except csv.Error as error:
-        raise InputError(field, str(path), "a well-formed CSV file", str(error)) from None
+    pairs = _csv_pairs(text, path, field) if suffix == ".csv" else _json_pairs(text, path, field)
     if not pairs:
         raise InputError(field, str(path), "a trace with at least one request", "the file has no rows")
     return pairs
