@@ -236,3 +236,7 @@ def test_report_page_has_answer_tables_plots_and_assumptions(tmp_path):
     assert "| H100-SXM | 3.99 |" in page and "| H200-SXM |" in page and "2026-" in page and "[SKY-L]" in page
     assert "| p90 <= 1000 | p90 <= 30 | 0.9 |" in page
     assert "| chat | 1400 / 2900 | 250 / 550 | 0.2 | lognormal |" in page
+    # the cheapest fleet at the highest rate gets its frontier plot, drawn from its plan file
+    assert "**qwen3-8b, chat, TTFT p90 1000 ms, TPOT p90 30 ms @ 0.9: 8xH100 at 4 req/s: layouts evaluated" in page
+    frontier = next(line for line in page.splitlines() if line.startswith("![plan-frontier-"))
+    assert (tmp_path / frontier.split("](")[1].rstrip(")")).read_bytes()[:4] == b"\x89PNG"

@@ -18,6 +18,7 @@ from layoutopt.sweep.spec import Cell
 from layoutopt.sweep.summary import SweepSummary
 
 REPORT_NAME = "report.md"
+MAX_PLAN_PLOTS = 4  # scenarios whose recommended plan gets its own plots (each rebuilds its candidates)
 
 
 def _gpu_types(cells: Sequence[Cell]) -> list:
@@ -106,7 +107,39 @@ def answer_lines(summary: SweepSummary) -> list[str]:
     return lines or ["- No min-cost cells with rates: see the requests-per-dollar tables below."]
 
 
-def render_report(summary: SweepSummary, cells: Sequence[Cell], rows: Sequence[CellResult]) -> str:
+def plan_plots(summary: SweepSummary, rows: Sequence[CellResult], out_dir: Path) -> list[tuple[str, str]]:
+    """(caption, PNG path) of the frontier and prefill:decode plots of each scenario's cheapest
+    fleet at its highest swept rate (the plan a buyer would deploy), for the first scenarios."""
+    from layoutopt.plan import load_plan
+    from layoutopt.report.markdown import base_rate_rps
+    from layoutopt.report.plots import plan_figures
+    from layoutopt.sweep.plots import _slug, save
+    from layoutopt.sweep.results import PLANS_DIR
+
+    last: dict[tuple, object] = {}
+    for fleet in summary.cheapest_fleets:
+        if fleet.best is not None:
+            last[(fleet.model, fleet.workload, fleet.slo)] = fleet
+    by_cell = {(r.model, r.workload, r.slo, r.rate_rps, r.budget): r for r in rows if r.objective == "min-cost"}
+    found = []
+    for key, fleet in list(last.items())[:MAX_PLAN_PLOTS]:
+        row = by_cell.get((*key, fleet.rate_rps, fleet.best.budget))
+        path = out_dir / PLANS_DIR / f"{row.cell_id}.json" if row else None
+        if path is None or not path.is_file():
+            continue
+        plan = load_plan(path)
+        figures = plan_figures(plan, None, base_rate_rps(plan))
+        what = f"{', '.join(key)}: {fleet.best.budget} at {rate_text(fleet.rate_rps)} req/s"
+        for name, caption in (("frontier", "layouts evaluated, frontier and chosen plan"),
+                              ("prefill_decode_split", "prefill:decode split against the seeds' formula")):
+            if name in figures:
+                written = save(figures[name], out_dir, f"plan-{name}-{_slug(*key)}")
+                found.append((f"{what}: {caption}", next(w for w in written if w.endswith(".png"))))
+    return found
+
+
+def render_report(summary: SweepSummary, cells: Sequence[Cell], rows: Sequence[CellResult],
+                  plan_pngs: Sequence[tuple[str, str]] = ()) -> str:
     """The whole page as Markdown; image links are relative to the sweep's output folder."""
     solver = cells[0].solver if cells else None
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.status_counts.items()))
@@ -130,6 +163,13 @@ def render_report(summary: SweepSummary, cells: Sequence[Cell], rows: Sequence[C
         for plot in pngs:
             svg = plot.removesuffix(".png") + ".svg"
             lines += [f"![{Path(plot).stem}]({plot})", "", f"Vector version: [{Path(svg).name}]({svg})", ""]
+    if plan_pngs:
+        lines += ["## The recommended plans", "",
+                  "For each scenario, the cheapest fleet at the highest rate swept: throughput per GPU against "
+                  "speed per user over every layout the solver evaluated (colour: USD per million output tokens), "
+                  "and, for disaggregated plans, the prefill:decode split.", ""]
+        for caption, png in plan_pngs:
+            lines += [f"**{caption}**", "", f"![{Path(png).stem}]({png})", ""]
     lines += ["## Assumptions", "", "### GPU prices", "", *price_lines(cells), "",
               "### SLOs", "", *slo_lines(cells), "", "### Workloads", "", *workload_lines(cells), ""]
     if solver is not None:
@@ -152,6 +192,8 @@ def render_report(summary: SweepSummary, cells: Sequence[Cell], rows: Sequence[C
 
 def write_report(summary: SweepSummary, cells: Sequence[Cell], rows: Sequence[CellResult],
                  out_dir: str | Path) -> Path:
-    path = Path(out_dir) / REPORT_NAME
-    write_atomically(path, render_report(summary, cells, rows))
+    out = Path(out_dir)
+    path = out / REPORT_NAME
+    pngs = plan_plots(summary, rows, out) if summary.plots else []
+    write_atomically(path, render_report(summary, cells, rows, pngs))
     return path
