@@ -151,7 +151,8 @@ def plan_candidate_points(plan: Plan) -> list[FrontierPoint] | None:
         table = build_candidate_table(
             get_model(plan.model), gpus, Workload.model_validate(inputs["workload"]),
             SLO.model_validate(inputs["slo"]), gpu_limits=budget.gpu_counts, max_usd_per_hour=budget.max_usd_per_hour,
-            min_rate_rps=None, engine=plan.engine, headroom=float(inputs.get("headroom_fraction", 0.7)))
+            min_rate_rps=None, engine=plan.engine.split("==")[0],
+            headroom=float(inputs.get("headroom_fraction", 0.7)), prune_dominated=False)
     except (LayoutoptError, ValidationError, OSError, KeyError, ValueError):
         return None
     alternatives = [p for p in frontier_points(plan) if not p.chosen]
@@ -219,7 +220,7 @@ def _pad_span(low: float, high: float, fraction: float = 0.15) -> tuple[float, f
 def frontier_figure(points: list[FrontierPoint]) -> "Figure":
     """Tokens/s per GPU against tokens/s per user, coloured by USD per million output tokens, with
     the Pareto frontier drawn as a step line and the chosen plan marked."""
-    fig = _figure(width_in=8.0, height_in=5.0)
+    fig = _figure(width_in=8.0, height_in=6.0)
     ax = fig.add_subplot()
     known = [p for p in points if p.tok_per_s_per_user is not None]
     front = pareto_front(points)
@@ -260,22 +261,34 @@ def frontier_figure(points: list[FrontierPoint]) -> "Figure":
     labelled = [p for p in front if not p.chosen]
     if cheapest is not None and not cheapest.chosen and cheapest not in labelled:
         labelled.append(cheapest)
-    middle_x, middle_y = sum(ax.get_xlim()) / 2, sum(ax.get_ylim()) / 2
-    for point in labelled:
-        right, top = point.tok_per_s_per_user > middle_x, point.tok_per_s_per_gpu > middle_y
-        text = point.label + (f"\n{point.usd_per_million_output_tokens:.2f} USD per M output tokens"
-                              if point.usd_per_million_output_tokens else "")
-        ax.annotate(text, (point.tok_per_s_per_user, point.tok_per_s_per_gpu), textcoords="offset points",
-                    xytext=(-8 if right else 8, -8 if top else 8), fontsize=7, ha="right" if right else "left",
-                    va="top" if top else "bottom")
+    # numbers on the plot, names in a key below it: layout names are long and frontier points close
+    from matplotlib.lines import Line2D
+
+    key_handles, key_labels = [], []
+    (x_low, x_high), (y_low, y_high) = ax.get_xlim(), ax.get_ylim()
+    spots: list[tuple[float, float, list[str]]] = []  # points within 2 % of the axes share one label
+    for number, point in enumerate(labelled, start=1):
+        x, y = point.tok_per_s_per_user, point.tok_per_s_per_gpu
+        spot = next((s for s in spots if abs(s[0] - x) <= 0.02 * (x_high - x_low)
+                     and abs(s[1] - y) <= 0.02 * (y_high - y_low)), None)
+        if spot is None:
+            spots.append((x, y, [str(number)]))
+        else:
+            spot[2].append(str(number))
+        usd = point.usd_per_million_output_tokens
+        key_handles.append(Line2D([], [], linestyle="none", marker=f"${number}$", color="black"))
+        key_labels.append(f"{point.label}" + (f": {usd:.2f} USD per million output tokens" if usd else ""))
+    for x, y, numbers in spots:
+        ax.annotate(",".join(numbers), (x, y), textcoords="offset points", xytext=(-4, 5), fontsize=8,
+                    fontweight="bold", ha="right")
     for p in known:
         if p.chosen:
             ax.scatter([p.tok_per_s_per_user], [p.tok_per_s_per_gpu], color="tab:red", marker="*", s=260,
                        edgecolors="black", zorder=4, label=f"chosen plan ({p.cost_usd_per_hour:,.2f} USD/h)")
-            right = p.tok_per_s_per_user > middle_x
-            ax.annotate(f"chosen: {p.label}", (p.tok_per_s_per_user, p.tok_per_s_per_gpu),
-                        textcoords="offset points", xytext=(-10 if right else 10, -16), fontsize=8,
-                        color="tab:red", ha="right" if right else "left")
+            key_handles.append(Line2D([], [], linestyle="none", marker="*", color="tab:red", markersize=10))
+            key_labels.append(f"chosen plan: {p.label}")
+    if key_handles:
+        fig.legend(key_handles, key_labels, loc="outside lower center", fontsize=7, ncols=1, frameon=False)
     missing = len(points) - len(known)
     if missing:
         ax.text(0.01, 0.01, f"{missing} layout(s) without TPOT not shown", transform=ax.transAxes, fontsize=8)
