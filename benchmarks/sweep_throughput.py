@@ -60,6 +60,9 @@ PROCUREMENT = SweepSpec.model_validate({
 })
 
 
+QUICK = SPEC.model_copy(update={"gpus": ["H100", "L40S"], "workloads": ["chat"]})  # 24 cells, for a loaded machine
+
+
 def _run(label: str, out_dir: Path, spec: SweepSpec = SPEC, **options):
     start_s = time.perf_counter()
     result = sweep(spec, out_dir, plots=False, **options)
@@ -70,22 +73,22 @@ def _run(label: str, out_dir: Path, spec: SweepSpec = SPEC, **options):
     return result
 
 
-def _ray_cluster_run(workers: int, out_dir: Path):
+def _ray_cluster_run(workers: int, out_dir: Path, spec: SweepSpec):
     """Start a one-node Ray cluster with `ray start --head` and sweep on it by address."""
     port = "6391"
     subprocess.run(["ray", "start", "--head", f"--port={port}", f"--num-cpus={workers}", "--include-dashboard=false",
                     "--disable-usage-stats"], check=True, capture_output=True)
     try:
-        return _run(f"ray, address ({workers} CPUs)", out_dir, executor="ray", address=f"127.0.0.1:{port}")
+        return _run(f"ray, address ({workers} CPUs)", out_dir, spec, executor="ray", address=f"127.0.0.1:{port}")
     finally:
         subprocess.run(["ray", "stop", "--force"], check=False, capture_output=True)
 
 
-def executors(workers: int, skip_ray: bool) -> None:
+def executors(workers: int, skip_ray: bool, spec: SweepSpec) -> None:
     print(f"{'executor':28} {'cells':>6} {'wall s':>9} {'cells/min':>12}   statuses")
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [_run("in process (1 worker)", Path(tmp) / "serial", workers=1),
-                _run(f"local processes ({workers})", Path(tmp) / "local", workers=workers)]
+        runs = [_run("in process (1 worker)", Path(tmp) / "serial", spec, workers=1),
+                _run(f"local processes ({workers})", Path(tmp) / "local", spec, workers=workers)]
         if not skip_ray:
             import ray
 
@@ -93,10 +96,10 @@ def executors(workers: int, skip_ray: bool) -> None:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
             print(f"{'(ray.init)':28} {'':6} {time.perf_counter() - start_s:9.1f}")
             try:
-                runs.append(_run(f"ray, local ({workers} CPUs)", Path(tmp) / "ray", executor="ray"))
+                runs.append(_run(f"ray, local ({workers} CPUs)", Path(tmp) / "ray", spec, executor="ray"))
             finally:
                 ray.shutdown()
-            runs.append(_ray_cluster_run(workers, Path(tmp) / "ray-address"))
+            runs.append(_ray_cluster_run(workers, Path(tmp) / "ray-address", spec))
     answers = [[row.model_dump(exclude=set(TIMING_COLUMNS)) for row in run.rows] for run in runs]
     same = all(answer == answers[0] for answer in answers[1:])
     print(f"rows identical across executors: {'yes' if same else 'NO'}")
@@ -122,12 +125,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="local processes and Ray CPUs")
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-procurement", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="24 cells (2 GPU types, one workload) per executor")
     parser.add_argument("--procurement-only", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("out/procurement-2000"),
                         help="output folder of the procurement sweep (resumable)")
     args = parser.parse_args()
     if not args.procurement_only:
-        executors(args.workers, args.skip_ray)
+        executors(args.workers, args.skip_ray, QUICK if args.quick else SPEC)
     if not args.skip_procurement:
         procurement(args.workers, args.out)
 
