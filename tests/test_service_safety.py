@@ -286,3 +286,29 @@ def test_unknown_paths_and_methods_use_the_error_shape(server):
     assert status == 404 and payload["detail"][0]["loc"] == ["request", "path"]
     status, _, payload = call(server.url + "/v1/solve")
     assert status == 405 and payload["detail"][0]["type"] == "http_error"
+
+
+def test_admission_refuses_requests_that_would_wait_past_the_deadline():
+    from layoutopt.service.workers import Busy, WorkerPool
+
+    pool = WorkerPool(max_workers=2, max_pending=100, deadline_s=10.0)
+    for _ in range(20):  # nothing measured yet: only max_pending bounds
+        pool.reserve()
+    for _ in range(20):
+        pool.release()
+    pool.mean_run_s = 3.0  # expected (queued ahead / 2 + 1) x 3 s must stay within 0.8 x 10 s
+    for _ in range(5):
+        pool.reserve()
+    with pytest.raises(Busy, match="deadline"):
+        pool.reserve()
+    pool.release()
+    pool.reserve()  # one finished: room again
+
+
+def test_the_documented_error_example_is_what_the_service_answers(server):
+    text = (Path(__file__).parents[1] / "docs" / "api.md").read_text()
+    section = text[text.index("**Errors.** Every error answer has one shape"):]
+    body = section[section.index("`{") + 1:section.index("}`") + 1]
+    documented = json.loads(section[section.index("```json\n") + 8:section.index("\n```", section.index("```json"))])
+    status, _, payload = call(server.url + "/v1/solve", "POST", raw=body.encode())
+    assert status == 422 and payload == documented

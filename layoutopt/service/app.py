@@ -116,7 +116,7 @@ class _Service:
     def __init__(self, settings: ServiceSettings, functions: dict[str, jobs.ApiFunction]):
         self.settings = settings
         self.functions = functions
-        self.pool = WorkerPool(settings.max_workers, settings.max_pending)
+        self.pool = WorkerPool(settings.max_workers, settings.max_pending, settings.request_deadline_s)
         self.jobs: JobStore | None = None
         self.threads: ThreadPoolExecutor | None = None
         self.catalog: dict[str, list] = {}
@@ -178,7 +178,8 @@ class _Service:
                 await self.check(endpoint, raw, deadline_s, gone)
                 left_s = max(deadline_s - (loop.time() - start_s), 0.001)
                 status, payload = await self.pool.run(jobs.run_job, (self.functions[endpoint], endpoint, raw,
-                                                                     self.settings), deadline_s=left_s, stop=gone)
+                                                                     self.settings), deadline_s=left_s, stop=gone,
+                                                      measure=True)
             except DeadlineExceeded as error:
                 raise _deadline(self.settings, error) from None
             except asyncio.CancelledError:
@@ -282,7 +283,9 @@ def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFun
             service.stop()
 
     # No /docs or /redoc: their pages load scripts from a CDN, and nothing here reaches outside.
+    # redirect_slashes off: '/v1/jobs/' is a 404 like any unknown path, not an undocumented 307.
     app = FastAPI(title="layoutopt", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  redirect_slashes=False,
                   description="LLM serving layouts that maximize goodput per dollar under TTFT/TPOT SLOs. "
                   "Every error answer is an ErrorBody naming the field, the value and the rule.")
     app.add_middleware(BodyLimits, max_body_bytes=settings.max_body_bytes, body_timeout_s=settings.body_timeout_s)

@@ -6,6 +6,10 @@ number of values, string lengths and integer sizes and rejects NaN/Infinity nami
 then strict pydantic validation. Every failure is a ``ServiceError`` 422 whose items name the
 field, the value and the rule. Each step is linear in the body size, and bodies are capped
 (``max_body_bytes``) before they get here, so a hostile body costs milliseconds.
+
+Files go through ``layoutopt.io_safe`` instead; a body needs more than it gives: the location of a
+NaN or a duplicate key (``io_safe`` refuses them while parsing, before any location is known), and
+caps on values, strings and integers that a file on the user's own disk does not need.
 """
 
 from __future__ import annotations

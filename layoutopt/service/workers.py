@@ -8,15 +8,19 @@ of solves ever runs on the event loop, and a bad body is answered without waitin
 Processes start from a fork server that has imported the solver, so a replacement is ready in a
 fraction of a second.
 
-``reserve`` counts requests in flight; beyond ``max_pending`` it raises ``Busy`` at once (the app
-answers 503 with ``Retry-After``).
+``reserve`` counts requests in flight and raises ``Busy`` at once (the app answers 503 with
+``Retry-After``) beyond ``max_pending``, or when the requests queued ahead would, at the recent
+mean run time, keep a new one waiting past its deadline: a request is refused while the client
+can still go elsewhere, rather than accepted and answered 504 after the whole deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import multiprocessing
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError
 from typing import Any, Literal
@@ -27,6 +31,8 @@ from pebble.common import ProcessExpired
 from layoutopt.service import jobs
 
 JOIN_TIMEOUT_S = 10.0
+RUN_TIME_SMOOTHING = 0.2  # weight of the latest run in the moving mean of run times
+ADMISSION_FRACTION = 0.8  # refuse when the expected time exceeds this share of the deadline (runs vary)
 PARSE_PROCESSES = 1
 WARM_UP_TIMEOUT_S = 120.0
 
@@ -55,10 +61,19 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
+def _timed(target: Callable[..., Any], args: tuple) -> tuple[float, Any]:
+    """``target(*args)`` and the seconds it took, measured in the worker (queueing excluded)."""
+    start_s = time.perf_counter()
+    result = target(*args)
+    return time.perf_counter() - start_s, result
+
+
 class WorkerPool:
-    def __init__(self, max_workers: int, max_pending: int):
+    def __init__(self, max_workers: int, max_pending: int, deadline_s: float = math.inf):
         self.max_workers = max_workers
         self.max_pending = max_pending
+        self.deadline_s = deadline_s
+        self.mean_run_s = 0.0  # moving mean of measured request run times; 0 until one finished
         self.in_flight = 0
         self.num_stopped = 0  # tasks whose process was terminated (deadline, disconnect, cancel)
         self._pools: dict[str, ProcessPool] = {}
@@ -81,25 +96,36 @@ class WorkerPool:
         for pool in pools.values():
             pool.join(timeout=JOIN_TIMEOUT_S)
 
+    def expected_s(self) -> float:
+        """Seconds a request arriving now would take: the queue ahead of it, then its own run."""
+        ahead = max(0, self.in_flight + 1 - self.max_workers)
+        return (ahead / self.max_workers + 1) * self.mean_run_s
+
     def reserve(self) -> None:
-        """Count a request about to be served; ``Busy`` when ``max_pending`` are in flight."""
+        """Count a request about to be served; ``Busy`` when it cannot be, or not within the deadline."""
         if self.in_flight >= self.max_pending:
             raise Busy(f"{self.in_flight} requests in flight (at most {self.max_pending})")
+        if self.expected_s() > ADMISSION_FRACTION * self.deadline_s:
+            raise Busy(f"{self.in_flight} requests in flight would keep this one about {self.expected_s():.0f} s, "
+                       f"near the {self.deadline_s:g} s deadline")
         self.in_flight += 1
 
     def release(self) -> None:
         self.in_flight -= 1
 
     async def run(self, target: Callable[..., Any], args: tuple, *, deadline_s: float,
-                  stop: asyncio.Event | None = None, pool: Literal["work", "parse"] = "work") -> Any:
+                  stop: asyncio.Event | None = None, pool: Literal["work", "parse"] = "work",
+                  measure: bool = False) -> Any:
         """``target(*args)`` in a process of ``pool``, stopped at ``deadline_s`` or when ``stop`` is set.
+
+        ``measure``: count its run time in the moving mean that ``reserve`` uses.
 
         Raises ``DeadlineExceeded``, ``asyncio.CancelledError`` (stopped by ``stop`` or by
         cancelling the calling task) or ``WorkerDied``.
         """
         if pool not in self._pools:
             raise WorkerDied("the worker pool is not running")
-        future = self._pools[pool].schedule(target, args=args)
+        future = self._pools[pool].schedule(_timed, args=(target, args))
         waiter = asyncio.wrap_future(future)
         stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
         try:
@@ -108,19 +134,30 @@ class WorkerPool:
             if waiter not in done:
                 if stopper is not None and stopper in done:
                     raise asyncio.CancelledError("stopped: the client went away or the job was cancelled")
+                if measure:
+                    self._count_run(deadline_s)  # at least this long: admission must see it
                 raise DeadlineExceeded(deadline_s)
             try:
-                return waiter.result()
+                run_s, result = waiter.result()
             except ProcessExpired as error:
                 raise WorkerDied(f"the worker process ended (exit code {error.exitcode})") from None
             except CancelledError:
                 raise asyncio.CancelledError("stopped") from None
+            if measure:
+                self._count_run(run_s)
+            return result
         finally:
             if not future.done():
                 future.cancel()  # terminates the process running it, or drops it from the queue
                 self.num_stopped += 1
             if stopper is not None:
                 stopper.cancel()
+
+    def _count_run(self, run_s: float) -> None:
+        if self.mean_run_s == 0.0:
+            self.mean_run_s = run_s
+        else:
+            self.mean_run_s += RUN_TIME_SMOOTHING * (run_s - self.mean_run_s)
 
 
 __all__ = ["Busy", "DeadlineExceeded", "WorkerDied", "WorkerPool"]
