@@ -5,8 +5,9 @@ share its interpreter) and:
 
 1. sends ``--requests`` (200) POST /v1/solve at once, a mix of models, budgets, rates and
    objectives. Requests beyond ``max_pending`` are answered 503 with ``Retry-After``, as
-   documented; each client then waits that long and tries again (at most ``--max-attempts``
-   times). GET /healthz is probed every 20 ms throughout.
+   documented, also when the queue ahead would keep a request past its deadline; each client then
+   waits the ``Retry-After`` it got and tries again (at most ``--max-attempts`` times and
+   ``--client-budget-s`` seconds). GET /healthz is probed every 20 ms throughout.
 2. starts a second service whose ``request_deadline_s`` is ``--deadline-s`` (2 s) and sends solves
    that need longer (a stand-in solve that sleeps 30 s, and a real solve of a large catalog budget
    with a 60 s time limit): each must be answered 504 within the deadline plus ``DEADLINE_SLACK_S``,
@@ -124,16 +125,17 @@ def percentiles_ms(values_s: list[float]) -> str:
             f"p99 {np.percentile(values, 99):8.1f}  max {values.max():8.1f} ms")
 
 
-def solve_with_retries(host: str, port: int, body: dict, max_attempts: int) -> dict:
-    """One client: POST /v1/solve, honouring Retry-After on 503 (bounded attempts)."""
+def solve_with_retries(host: str, port: int, body: dict, max_attempts: int, budget_s: float) -> dict:
+    """One client: POST /v1/solve, honouring Retry-After on 503 (bounded attempts and time)."""
     start_s = time.perf_counter()
     answers: list[int] = []
     for _ in range(max_attempts):
         status, _, headers, payload = call(host, port, "POST", "/v1/solve", body)
         answers.append(status)
-        if status != 503:
+        wait_s = float(headers.get("retry-after", "1"))
+        if status != 503 or time.perf_counter() - start_s + wait_s > budget_s:
             break
-        time.sleep(float(headers.get("retry-after", "1")))
+        time.sleep(wait_s)
     return {"answers": answers, "latency_s": time.perf_counter() - start_s, "last": payload}
 
 
@@ -161,8 +163,8 @@ def load_phase(args: argparse.Namespace) -> bool:
         prober.start()
         start_s = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.requests) as clients:
-            results = list(clients.map(partial(solve_with_retries, host, port, max_attempts=args.max_attempts),
-                                       bodies))
+            results = list(clients.map(partial(solve_with_retries, host, port, max_attempts=args.max_attempts,
+                                               budget_s=args.client_budget_s), bodies))
         wall_s = time.perf_counter() - start_s
         done.set()
         prober.join()
@@ -178,7 +180,7 @@ def load_phase(args: argparse.Namespace) -> bool:
     print(f"  solve latency (incl. waits after 503)  {percentiles_ms([r['latency_s'] for r in results])}")
     print(f"  errors (answers other than 200 and 503): {len(errors)}"
           + (f": {[r['answers'] for r in errors[:3]]} {[r['last'] for r in errors[:1]]}" if errors else ""))
-    print(f"  unserved after {args.max_attempts} attempts: {len(unserved)}")
+    print(f"  unserved after {args.max_attempts} attempts or {args.client_budget_s:g} s: {len(unserved)}")
     print(f"  health latency  {percentiles_ms(health_s)}  ({len(health_s)} probes, {health_errors} errors)")
     p99_ms = float(np.percentile(np.asarray(health_s) * 1000, 99)) if health_s else float("inf")
     ok_errors = not errors and not unserved
@@ -224,7 +226,8 @@ def main() -> None:
     parser.add_argument("--max-pending", type=int, default=ServiceSettings().max_pending)
     parser.add_argument("--retry-after-s", type=int, default=2)
     parser.add_argument("--max-attempts", type=int, default=200)
-    parser.add_argument("--time-limit-s", type=float, default=10.0)
+    parser.add_argument("--client-budget-s", type=float, default=1200.0, help="a client gives up after this")
+    parser.add_argument("--time-limit-s", type=float, default=5.0)
     parser.add_argument("--deadline-s", type=float, default=2.0)
     args = parser.parse_args()
     met = [load_phase(args), deadline_phase(args)]

@@ -296,13 +296,22 @@ def test_admission_refuses_requests_that_would_wait_past_the_deadline():
         pool.reserve()
     for _ in range(20):
         pool.release()
-    pool.mean_run_s = 3.0  # expected (queued ahead / 2 + 1) x 3 s must stay within 0.8 x 10 s
+    pool.mean_run_s = 3.0  # (queued ahead / 2) x 3 s + 3 s must stay within 0.8 x 10 s
     for _ in range(5):
         pool.reserve()
-    with pytest.raises(Busy, match="deadline"):
+    with pytest.raises(Busy, match="deadline") as refused:
         pool.reserve()
+    assert refused.value.wait_s == pytest.approx(6.0)  # four ahead on two workers
     pool.release()
     pool.reserve()  # one finished: room again
+    for _ in range(5):
+        pool.release()
+    assert pool.in_flight == 0
+    pool.mean_run_s = 50.0  # slower than the deadline: a free worker still takes a request
+    pool.reserve()
+    pool.reserve()
+    with pytest.raises(Busy):
+        pool.reserve()
 
 
 def test_the_documented_error_example_is_what_the_service_answers(server):

@@ -21,6 +21,7 @@ each route can answer.
 from __future__ import annotations
 
 import asyncio
+import math
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -71,10 +72,15 @@ FILE_THREADS = 2
 SYNC_STATUSES = (408, 413, 422, 500, 503, 504)
 
 
-def _busy(settings: ServiceSettings, message: str) -> ServiceError:
-    return ServiceError(503, [item("busy", ["request"], None, f"retry after {settings.retry_after_s} s",
-                                   f"busy: {message}; retry after {settings.retry_after_s} s")],
-                        headers={"Retry-After": str(settings.retry_after_s)})
+MAX_RETRY_AFTER_S = 120
+
+
+def _busy(settings: ServiceSettings, error: Busy) -> ServiceError:
+    """503: Retry-After is the configured minimum or the expected wait of the queue, whichever is longer."""
+    retry_s = int(min(MAX_RETRY_AFTER_S, max(settings.retry_after_s, math.ceil(error.wait_s))))
+    return ServiceError(503, [item("busy", ["request"], None, f"retry after {retry_s} s",
+                                   f"busy: {error}; retry after {retry_s} s")],
+                        headers={"Retry-After": str(retry_s)})
 
 
 def _deadline(settings: ServiceSettings, error: DeadlineExceeded) -> ServiceError:
@@ -167,7 +173,7 @@ class _Service:
         try:
             self.pool.reserve()
         except Busy as error:
-            raise _busy(self.settings, str(error)) from None
+            raise _busy(self.settings, error) from None
         gone = asyncio.Event()
         watcher: asyncio.Task | None = None
         try:
@@ -217,7 +223,7 @@ class _Service:
             record = self.jobs.submit(kind, (self.functions[kind], kind, raw, self.settings, extra), total=units,
                                       progress=progress(out_dir) if progress else None, scratch_dir=scratch_dir)
         except Busy as error:
-            raise _busy(self.settings, str(error)) from None
+            raise _busy(self.settings, error) from None
         view = await self.in_thread(self.jobs.view, record)
         return JSONResponse(view.model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{record.id}"})
 

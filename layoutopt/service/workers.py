@@ -38,7 +38,11 @@ WARM_UP_TIMEOUT_S = 120.0
 
 
 class Busy(Exception):
-    """More work in flight than the pool accepts."""
+    """More work in flight than the pool accepts; ``wait_s`` is how long the queue ahead should take."""
+
+    def __init__(self, message: str, wait_s: float = 0.0):
+        self.wait_s = wait_s
+        super().__init__(message)
 
 
 class DeadlineExceeded(Exception):
@@ -96,18 +100,23 @@ class WorkerPool:
         for pool in pools.values():
             pool.join(timeout=JOIN_TIMEOUT_S)
 
-    def expected_s(self) -> float:
-        """Seconds a request arriving now would take: the queue ahead of it, then its own run."""
+    def queue_wait_s(self) -> float:
+        """Seconds a request arriving now would wait for a worker, at the recent mean run time."""
         ahead = max(0, self.in_flight + 1 - self.max_workers)
-        return (ahead / self.max_workers + 1) * self.mean_run_s
+        return ahead / self.max_workers * self.mean_run_s
 
     def reserve(self) -> None:
-        """Count a request about to be served; ``Busy`` when it cannot be, or not within the deadline."""
+        """Count a request about to be served; ``Busy`` when it cannot be, or not within the deadline.
+
+        A request that finds a free worker is always taken: the mean run time only judges queues.
+        """
         if self.in_flight >= self.max_pending:
-            raise Busy(f"{self.in_flight} requests in flight (at most {self.max_pending})")
-        if self.expected_s() > ADMISSION_FRACTION * self.deadline_s:
-            raise Busy(f"{self.in_flight} requests in flight would keep this one about {self.expected_s():.0f} s, "
-                       f"near the {self.deadline_s:g} s deadline")
+            raise Busy(f"{self.in_flight} requests in flight (at most {self.max_pending})",
+                       self.queue_wait_s())
+        wait_s = self.queue_wait_s()
+        if wait_s > 0 and wait_s + self.mean_run_s > ADMISSION_FRACTION * self.deadline_s:
+            raise Busy(f"the {self.in_flight} requests in flight would keep this one about "
+                       f"{wait_s + self.mean_run_s:.0f} s, near the {self.deadline_s:g} s deadline", wait_s)
         self.in_flight += 1
 
     def release(self) -> None:
