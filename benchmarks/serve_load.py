@@ -174,7 +174,7 @@ def load_phase(args: argparse.Namespace) -> bool:
     unserved = [r for r in results if r["answers"][-1] != 200]
     plan_statuses = Counter(r["last"]["status"] for r in results if r["answers"][-1] == 200)
     print(f"phase 1: {args.requests} concurrent solves on {args.workers} worker processes, max_pending "
-          f"{args.max_pending}: {wall_s:.1f} s wall, {args.requests / wall_s:.2f} solves/s")
+          f"{settings.pending_limit}: {wall_s:.1f} s wall, {args.requests / wall_s:.2f} solves/s")
     print(f"  answers by status (every attempt) {dict(sorted(answers.items()))}; final {dict(sorted(final.items()))}")
     print(f"  plan statuses {dict(plan_statuses)}")
     print(f"  solve latency (incl. waits after 503)  {percentiles_ms([r['latency_s'] for r in results])}")
@@ -223,7 +223,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--workers", type=int, default=max(2, default_max_workers()), help="solver worker processes")
-    parser.add_argument("--max-pending", type=int, default=ServiceSettings().max_pending)
+    parser.add_argument("--max-pending", type=int, default=None, help="default: the service's (5 per worker)")
     parser.add_argument("--retry-after-s", type=int, default=2)
     parser.add_argument("--max-attempts", type=int, default=200)
     parser.add_argument("--client-budget-s", type=float, default=1200.0, help="a client gives up after this")

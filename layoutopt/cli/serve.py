@@ -12,15 +12,16 @@ import click
               help="worker processes running solves and jobs (default: CPUs - 1, at most 8)")
 @click.option("--max-body-bytes", type=click.IntRange(min=1024, max=64 << 20), default=1 << 20, show_default=True,
               help="larger request bodies get 413")
-@click.option("--max-pending", type=click.IntRange(min=1, max=100_000), default=64, show_default=True,
-              help="solve/estimate/simulate requests running or queued; more get 503 with Retry-After")
+@click.option("--max-pending", type=click.IntRange(min=1, max=100_000),
+              help="solve/estimate/simulate requests running or queued; more get 503 with Retry-After "
+              "(default: 5 per worker: one running, four waiting)")
 @click.option("--deadline-s", type=click.FloatRange(min=0, max=3600, min_open=True), default=90.0, show_default=True,
               help="wall-clock cap of one solve/estimate/simulate request; its work is stopped past it (504)")
 @click.option("--job-deadline-s", type=click.FloatRange(min=0, max=86_400, min_open=True), default=1800.0,
               show_default=True, help="wall-clock cap of one sweep or emit job")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
-def command(host: str, port: int, workers: int | None, max_body_bytes: int, max_pending: int, deadline_s: float,
+def command(host: str, port: int, workers: int | None, max_body_bytes: int, max_pending: int | None, deadline_s: float,
             job_deadline_s: float, log_level: str) -> None:
     """Serve the Python API over HTTP (FastAPI on uvicorn); OpenAPI schema at /openapi.json."""
     from layoutopt.service.server import serve

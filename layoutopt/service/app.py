@@ -70,8 +70,6 @@ from layoutopt.simulator.result import SimulationResult
 
 FILE_THREADS = 2
 SYNC_STATUSES = (408, 413, 422, 500, 503, 504)
-
-
 MAX_RETRY_AFTER_S = 120
 
 
@@ -122,7 +120,7 @@ class _Service:
     def __init__(self, settings: ServiceSettings, functions: dict[str, jobs.ApiFunction]):
         self.settings = settings
         self.functions = functions
-        self.pool = WorkerPool(settings.max_workers, settings.max_pending, settings.request_deadline_s)
+        self.pool = WorkerPool(settings.max_workers, settings.pending_limit, settings.request_deadline_s)
         self.jobs: JobStore | None = None
         self.threads: ThreadPoolExecutor | None = None
         self.catalog: dict[str, list] = {}

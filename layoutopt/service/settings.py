@@ -9,6 +9,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
+# Requests waiting per worker by default: a short queue keeps the wait of the last one a few run
+# times long, so an accepted request ends well within its deadline even when runs slow down
+# several-fold under load; the rest are told to come back (503 + Retry-After) while they can.
+QUEUED_PER_WORKER = 4
+
+
 class ServiceSettings(BaseModel):
     """Limits and the worker pool of one service instance."""
 
@@ -19,7 +25,8 @@ class ServiceSettings(BaseModel):
     max_json_values: int = Field(default=100_000, ge=100, description="bodies with more JSON values get 422")
     max_string_chars: int = Field(default=10_000, ge=100, description="longer strings anywhere in a body get 422")
     max_workers: int = Field(default=4, ge=1, le=64, description="worker processes running solves and jobs")
-    max_pending: int = Field(default=64, ge=1, description="synchronous requests running or queued; beyond: 503")
+    max_pending: int | None = Field(default=None, ge=1, description="synchronous requests running or queued; "
+                                    "beyond: 503. Default: QUEUED_PER_WORKER + 1 per worker")
     retry_after_s: int = Field(default=5, ge=1, description="the Retry-After of a 503")
     request_deadline_s: float = Field(default=90.0, gt=0, le=3600,
                                       description="wall-clock cap of one synchronous request, queueing included; "
@@ -37,6 +44,12 @@ class ServiceSettings(BaseModel):
     job_deadline_s: float = Field(default=1800.0, gt=0, le=86_400, description="wall-clock cap of one job")
     job_ttl_s: float = Field(default=3600.0, gt=0, description="finished jobs are forgotten after this")
     max_sweep_cells: int = Field(default=500, ge=1, description="cells one sweep job may have")
+
+
+    @property
+    def pending_limit(self) -> int:
+        """``max_pending``, or room for each worker's running request and QUEUED_PER_WORKER waiting ones."""
+        return self.max_pending or (QUEUED_PER_WORKER + 1) * self.max_workers
 
 
 def default_max_workers() -> int:
