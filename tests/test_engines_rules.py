@@ -13,6 +13,8 @@ QWEN = get_model("qwen3-32b")          # dense GQA, 8 KV heads, 64 query heads
 DEEPSEEK = get_model("deepseek-v3")    # MLA + MoE
 QWEN_MOE = get_model("qwen3-30b-a3b")  # GQA + MoE
 H100, A100, B200, MI300X = (get_gpu(n) for n in ("H100-SXM", "A100-80GB-SXM", "B200", "MI300X"))
+# A GPU below Marlin's minimum (a V100-class part, compute capability 7.0; not in the catalog).
+TURING = A100.model_copy(update={"name": "V100-like", "compute_capability": 7.0})
 
 
 def rules(engine, model, gpu, layout, role, **pair):
@@ -129,7 +131,9 @@ def test_expert_parallel(engine, model, layout, expected):
     ("vllm==0.33.0", H100, "fp8", "fp8", []),
     ("vllm==0.33.0", A100, "fp8", "bf16", ["precision_unsupported"]),  # FP8 compute needs 8.9
     ("vllm==0.13.0", A100, "fp8", "bf16", ["precision_unsupported"]),
-    ("vllm==0.33.0", H100, "fp4", "bf16", ["precision_unsupported"]),  # no FP4 compute; Marlin weight-only
+    ("vllm==0.33.0", H100, "fp4", "bf16", []),                         # no FP4 compute: Marlin weight-only
+    ("vllm==0.33.0", A100, "fp4", "bf16", []),                         # Marlin W4A16 from capability 7.5
+    ("vllm==0.33.0", TURING, "fp4", "bf16", ["precision_unsupported"]),  # 7.0: below Marlin's minimum
     ("vllm==0.33.0", B200, "fp4", "fp8", []),
     ("vllm==0.33.0", MI300X, "fp8", "bf16", []),                       # not CUDA: no capability rule
     ("sglang==0.5.23", A100, "bf16", "fp8", []),
@@ -137,6 +141,12 @@ def test_expert_parallel(engine, model, layout, expected):
 def test_precision_by_gpu_generation(engine, gpu, weight, kv, expected):
     layout = Layout(tp_size=2, weight_precision=weight, kv_precision=kv)
     assert rules(engine, QWEN, gpu, layout, "colocated") == expected
+
+
+def test_fp4_below_marlin_cites_the_weight_only_kernel():
+    [v] = check_layout("vllm==0.33.0", QWEN, TURING, Layout(tp_size=2, weight_precision="fp4"), "colocated")
+    # The checkpoint's quantization method (modelopt_fp4) states the same minimum as the Marlin kernel.
+    assert str(v.source).startswith("vllm/model_executor/layers/quantization/") and "7.5" in v.message
 
 
 def test_fp8_on_ampere_cites_the_capability_check():

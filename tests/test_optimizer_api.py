@@ -96,7 +96,7 @@ def test_deterministic():
      "the budget serves at most", "a larger budget"),
     (dict(model="qwen3.5-397b-a17b", budget="2xH100", slo=CHAT),
      "GiB for its weights", "a budget of at least 8xH100-SXM"),
-    (dict(model="qwen3-32b", budget="8xH100", slo=CHAT, precision="fp4"),
+    (dict(model="qwen3-32b", budget="8xMI300X", slo=CHAT, precision="fp4"),   # H100 serves FP4 weight-only
      "no fp4 support", "--precision auto"),
 ])
 def test_infeasible_says_why_and_what_would_work(kwargs, reason, suggestion):

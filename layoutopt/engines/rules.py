@@ -277,16 +277,20 @@ def _precision(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, 
             return
         fact = check.fact("fp8_compute_min_capability")
         if weight == "fp8" and fact is not None and capability < fact.value:
+            # vLLM does run FP8 checkpoints weight-only (Marlin W8A16) below this capability, but the
+            # generated data holds no source line for that kernel's own minimum, so no plan relies on it.
             check.add("precision_unsupported", f"FP8 compute needs compute capability {fact.value / 10:.1f}; on "
-                      f"{gpu.name} ({gpu.compute_capability:.1f}) {engine} runs FP8 weight-only (Marlin W8A16), "
-                      "which the performance model does not describe", fact.source,
+                      f"{gpu.name} ({gpu.compute_capability:.1f}) {engine} would run FP8 weight-only (Marlin "
+                      "W8A16), whose minimum capability the engine data does not record", fact.source,
                       precision=weight, gpu=gpu.name, compute_capability=gpu.compute_capability)
             return
+        # Without FP4 tensor cores FP4 checkpoints run weight-only: Marlin W4A16 dequantizes into BF16
+        # GEMMs (the performance model's weight-only path, perf_model/precision.py) from this capability.
         fact = check.fact("fp4_weight_only_min_capability")
-        if weight == "fp4" and not gpu.supports("fp4") and fact is not None:
-            check.add("precision_unsupported", f"{gpu.name} has no FP4 compute; {engine} runs FP4 checkpoints "
-                      f"weight-only (Marlin W4A16) from compute capability {fact.value / 10:.1f}, which the "
-                      "performance model does not describe", fact.source,
+        if weight in ("fp4", "mxfp4") and not gpu.supports("fp4") and fact is not None and capability < fact.value:
+            check.add("precision_unsupported", f"{gpu.name} ({gpu.compute_capability:.1f}) has no FP4 compute, and "
+                      f"{engine}'s weight-only FP4 kernels (Marlin W4A16) need compute capability "
+                      f"{fact.value / 10:.1f}", fact.source,
                       precision=weight, gpu=gpu.name, compute_capability=gpu.compute_capability)
             return
     if layout.kv_precision == "fp8":

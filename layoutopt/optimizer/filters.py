@@ -19,6 +19,7 @@ from layoutopt.optimizer.scaling import cost_units, rate_units
 from layoutopt.optimizer.space import Proposal
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.calibration import EngineLike
+from layoutopt.perf_model.precision import weight_precision_supported
 from layoutopt.plan import Layout
 from layoutopt.workloads.slo import SLO
 
@@ -51,8 +52,9 @@ StructuralFilter = Callable[[FilterContext, Proposal], "str | None"]
 
 
 def precision_support(ctx: FilterContext, p: Proposal) -> str | None:
-    """The GPU must compute in the weight precision (no FP8 on A100, no FP4 before Blackwell)."""
-    if not p.gpu.supports(p.layout.weight_precision):
+    """The GPU must compute in the weight precision or serve it weight-only (dequantized into BF16
+    GEMMs: INT4/MXFP4/FP4/FP8 weights on Hopper and Ampere); no FP4 tensor cores before Blackwell."""
+    if not weight_precision_supported(p.gpu, p.layout.weight_precision):
         return f"{p.gpu.name} has no {p.layout.weight_precision} support"
     return None
 

@@ -25,13 +25,13 @@ from pydantic import BaseModel, ConfigDict
 
 from layoutopt.hardware_catalog.schemas import PRECISIONS, GpuSpec, Precision
 from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.perf_model.precision import weight_precision_supported
 from layoutopt.plan import Layout, Role
 
 PCP_SIZES = (2, 4)
 MAX_TP_SIZE = 64
 MAX_PP_SIZE = 8
 # vLLM's default KV-cache dtype follows the model dtype (bf16 caches for bf16 and fp8 weights).
-DEFAULT_KV_PRECISION: Precision = "bf16"
 
 
 class Proposal(BaseModel):
@@ -57,16 +57,22 @@ def powers_of_two(limit: int) -> list[int]:
     return values
 
 
-def precision_pairs(gpu: GpuSpec, precision: str) -> list[tuple[Precision, Precision]]:
-    """(weight, KV) precisions to try: all the GPU supports under 'auto', else the one asked for.
+def precision_pairs(gpu: GpuSpec, precision: str, model: ModelSpec | None = None) -> list[tuple[Precision, Precision]]:
+    """(weight, KV) precisions to try: all the GPU serves under 'auto', else the one asked for.
 
-    A fixed precision the GPU lacks is still proposed, so the ``precision_support`` filter can
-    say why nothing is left.
+    Under 'auto' the weights are each compute precision the GPU has, plus the checkpoint's own
+    format where it is weight-only on this GPU (Kimi-K2.5's INT4, gpt-oss's MXFP4 on Hopper: the
+    engines dequantize them into BF16 GEMMs). The KV cache is BF16 or, where the GPU computes in
+    FP8, FP8 (``--kv-cache-dtype fp8``), with any weight precision. A fixed precision the GPU
+    lacks is still proposed, so the ``precision_support`` filter can say why nothing is left.
     """
-    if precision != "auto":
-        return [(precision, DEFAULT_KV_PRECISION)]  # type: ignore[list-item]
-    weights = [p for p in PRECISIONS if gpu.supports(p)]
     kvs: list[Precision] = ["bf16"] + (["fp8"] if gpu.supports("fp8") else [])
+    if precision != "auto":
+        return [(precision, kv) for kv in kvs]  # type: ignore[misc]
+    weights: list[Precision] = [p for p in PRECISIONS if gpu.supports(p)]
+    native = model.checkpoint_precision if model is not None else None
+    if native is not None and native not in weights and weight_precision_supported(gpu, native):
+        weights.append(native)
     return [(w, kv) for w in weights for kv in kvs]
 
 
@@ -97,7 +103,7 @@ def enumerate_proposals(model: ModelSpec, gpus: list[GpuSpec], roles: list[Role]
     """Every proposal of the space, in a fixed order (GPU, role, precision, degrees)."""
     for gpu in gpus:
         for role in roles:
-            for weight, kv in precision_pairs(gpu, precision):
+            for weight, kv in precision_pairs(gpu, precision, model):
                 for degrees in degree_combinations(model, gpu, role):
                     layout = Layout(**degrees, weight_precision=weight, kv_precision=kv)
                     yield Proposal(role=role, gpu=gpu, layout=layout)
