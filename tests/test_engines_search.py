@@ -106,9 +106,11 @@ def test_solve_rejects_unknown_engines(engine, field):
 
 
 def test_infeasible_plans_never_suggest_pcp_the_engine_cannot_run():
-    """A 100k-token prompt on 8xH100 misses TTFT; vLLM 0.33 has no PCP for GQA, so none is suggested."""
+    """A 100k-token prompt on 8xH100 misses TTFT; vLLM 0.33 has no PCP for GQA, so none is suggested.
+
+    llama-3.1-70b (GQA, 131,072 tokens of context) holds the prompt; qwen3-32b's 40,960 would not."""
     tight = SLO(ttft_ms={"p90": 1500}, tpot_ms={"p90": 100}, attainment=0.9)
-    plan = api.solve("qwen3-32b", "8xH100", slo=tight, isl=100_000, osl=100, time_limit_s=5)
+    plan = api.solve("llama-3.1-70b", "8xH100", slo=tight, isl=100_000, osl=100, time_limit_s=5)
     assert plan.status == "infeasible"
     assert plan.explanation.suggestions and not any("context parallelism" in s for s in plan.explanation.suggestions)
 
