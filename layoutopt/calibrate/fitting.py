@@ -11,7 +11,6 @@ figure needs every training fold to meet the same rule, else it is not computed 
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -131,11 +130,9 @@ def _rows(cases: Sequence[MeasuredCase], sources: dict[str, str], fit: FitResult
 
 
 def builtin_profile(engine: str, generation: str) -> calibration.EngineProfile:
-    """The built-in profile a fit starts from: the one for ``generation`` where the perf model keeps
-    profiles per GPU generation, else the engine's one profile."""
-    if "generation" in inspect.signature(calibration.get_engine_profile).parameters:
-        return calibration.get_engine_profile(engine, generation)
-    return calibration.get_engine_profile(engine)
+    """The built-in profile a fit starts from: the engine's profile for ``generation`` (its Hopper
+    profile, carried over by the generation scales, where none was fitted on that generation)."""
+    return calibration.get_engine_profile(engine, generation)
 
 
 @dataclass(frozen=True)

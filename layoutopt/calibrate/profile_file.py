@@ -133,10 +133,8 @@ class ProfileFile(_Frozen):
         values = {k: v for k, v in self.constants.items() if k not in NOT_CONSTANTS}
         source = (f"profile file: {self.engine} {self.gpu_generation} fitted "
                   f"{self.provenance.created_utc:%Y-%m-%d} on {self.provenance.num_rows} rows")
-        if "generation" in EngineProfile.model_fields:
-            values["generation"] = self.gpu_generation
         try:
-            return EngineProfile(name=self.engine, source=source, **values)
+            return EngineProfile(name=self.engine, generation=self.gpu_generation, source=source, **values)
         except ValidationError as error:
             first = error.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
