@@ -208,3 +208,14 @@ def test_infeasible_solve_is_a_documented_200_plan(server):
     assert status == 200 and plan["status"] == "infeasible"
     assert plan["pools"] == [] and plan["totals"] is None and plan["latency"] is None
     assert any("5000 req/s" in reason for reason in plan["explanation"]["reasons"])
+
+
+@pytest.mark.parametrize(("engine", "status"), [("vllm==0.13.0", 200), ("sglang==0.5.23", 200),
+                                                ("vllm==9.9.9", 422), ("vllm; rm -rf /", 422)])
+def test_estimate_takes_an_engine_release_as_the_cli_does(server, engine, status):
+    answer, payload = request(server.url + "/v1/estimate", "POST", {
+        "model": "qwen3-8b", "gpu": "H100", "engine": engine, "isl": 1000, "osl": 200, "layout": {"tp_size": 1},
+        "concurrency": 8})
+    assert answer == status, payload
+    if status == 422:
+        assert payload["detail"][0]["loc"][-1] == "engine"

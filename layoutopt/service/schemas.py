@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from layoutopt.calibrate.profile_file import ProfileFile
 from layoutopt.errors import unknown_name_error
@@ -31,7 +31,24 @@ MAX_TOKENS = 10_000_000
 MAX_BATCH = 65_536
 MAX_CONCURRENCY = 1_000_000.0
 MAX_RATE_RPS = 1_000_000.0
-Engine = Literal["vllm", "sglang", "trtllm"]
+
+
+def _engine_ref(value: str) -> str:
+    """'vllm', 'sglang', 'trtllm' or a release with generated engine data ('vllm==0.13.0')."""
+    from layoutopt.engines import parse_engine_ref
+    from layoutopt.errors import InputError
+
+    try:
+        parse_engine_ref(value, field="engine")
+    except InputError as error:
+        raise ValueError(f"unknown engine {value!r}; {error.allowed}" + (f" ({error.hint})" if error.hint else ""))
+    return value
+
+
+# A release is checked against the engine data the package ships (the CLI's --engine engine==version).
+Engine = Annotated[str, Field(max_length=40, pattern=r"^[a-z]+(==[0-9][0-9A-Za-z.+-]*)?$",
+                              examples=["vllm", "vllm==0.13.0", "sglang==0.5.23", "trtllm"]),
+                   AfterValidator(_engine_ref)]
 
 PROFILE_DESCRIPTION = ("a profile written by layoutopt calibrate, by content (the YAML file as JSON), replacing the "
                        "built-in constants of its engine on GPUs of its generation; never a server path")
