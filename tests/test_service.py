@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import http.client
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit
 
 import pytest
 
 from layoutopt.service import BackgroundServer, ServiceSettings, create_app
+from service_support import call
 
 SOLVE = {"model": "qwen3-8b", "budget": "8xH100", "rate_rps": 2, "objective": "min-cost", "time_limit_s": 5}
 BUSY_S = 0.6
@@ -29,22 +27,9 @@ def busy_solve(**kwargs):
 
 def request(url: str, method: str = "GET", body: object = None, raw: bytes | None = None,
             timeout_s: float = 60.0, chunked: bool = False) -> tuple[int, object]:
-    """(status, parsed JSON body) of one HTTP request."""
-    parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
-    try:
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        headers = {"content-type": "application/json"}
-        if chunked:
-            pieces = [data[i:i + 65536] for i in range(0, len(data), 65536)]
-            connection.request(method, parts.path, body=iter(pieces), headers=headers, encode_chunked=True)
-        else:
-            connection.request(method, parts.path, body=data, headers=headers)
-        response = connection.getresponse()
-        payload = response.read()
-        return response.status, (json.loads(payload) if payload else None)
-    finally:
-        connection.close()
+    """(status, parsed JSON body) of one HTTP request: service_support.call without the headers."""
+    status, _, payload = call(url, method, body, raw=raw, timeout_s=timeout_s, chunked=chunked)
+    return status, payload
 
 
 @pytest.fixture(scope="module")
