@@ -41,7 +41,7 @@ def brute_force_plans(t: IntegerTable):
             continue
 
         def capacity(role):
-            return sum(c.capacity_rate_units * n for c, n in zip(rows, counts) if c.role == role)
+            return sum(c.pool_capacity_units(n) for c, n in zip(rows, counts) if c.role == role)
 
         def nic(role):
             return sum(c.nic_kb_per_s * n for c, n in zip(rows, counts) if c.role == role)
@@ -62,16 +62,24 @@ def small_tables(draw):
     gpus = ["H100", "H200"]
     rows = []
     for index in range(draw(st.integers(2, 4))):
+        capacity, max_instances = draw(st.integers(1, 60)), draw(st.integers(1, 3))
+        # A pooled queue: the per-instance rate may rise from 2 and again from 3 instances on.
+        steps, rate = [], capacity
+        for n in range(2, max_instances + 1):
+            gain = draw(st.sampled_from([0, 0, 1, 7]))
+            if gain:
+                rate += gain
+                steps.append((n, rate))
         rows.append(IntegerCandidate(
             name=f"c{index}", role=draw(st.sampled_from(roles)), gpu=draw(st.sampled_from(gpus)),
             gpus_per_instance=draw(st.sampled_from([1, 2, 4])), cost_units=draw(st.integers(1000, 9000)),
-            capacity_rate_units=draw(st.integers(1, 60)), kv_kb_per_request=draw(st.sampled_from([0, 0, 5000])),
-            nic_kb_per_s=draw(st.integers(0, 30)), max_instances=draw(st.integers(1, 3)),
+            capacity_rate_units=capacity, kv_kb_per_request=draw(st.sampled_from([0, 0, 5000])),
+            nic_kb_per_s=draw(st.integers(0, 30)), max_instances=max_instances, pool_rate_units=tuple(steps),
         ))
     limits = {g: draw(st.integers(2, 8)) for g in gpus}
     max_cost = draw(st.one_of(st.none(), st.integers(3000, 30000)))
     mode = draw(st.sampled_from(["auto", "auto", "colocated", "disaggregated"]))
-    total = {r: sum(c.capacity_rate_units * c.max_instances for c in rows if c.role == r) for r in roles}
+    total = {r: sum(c.pool_capacity_units(c.max_instances) for c in rows if c.role == r) for r in roles}
     max_rate = total["colocated"] + min(total["prefill"], total["decode"])
     min_rate = draw(st.one_of(st.just(0), st.integers(1, max(1, max_rate))))
     return IntegerTable(candidates=tuple(rows), gpu_limits=limits, max_cost_units=max_cost,

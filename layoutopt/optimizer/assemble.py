@@ -68,11 +68,11 @@ def traffic_weights(used: list[tuple[Candidate, int]], outcome: SolveOutcome) ->
              "disaggregated": outcome.disaggregated_rate_units / total if total else 0.0}
     capacity: dict[str, float] = {}
     for c, n in used:
-        capacity[c.role] = capacity.get(c.role, 0.0) + c.capacity_rps * n
+        capacity[c.role] = capacity.get(c.role, 0.0) + c.pool_capacity_rps(n)
     weights = {}
     for c, n in used:
         mode = "colocated" if c.role == "colocated" else "disaggregated"
-        weights[c.name] = share[mode] * c.capacity_rps * n / capacity[c.role] if capacity[c.role] else 0.0
+        weights[c.name] = share[mode] * c.pool_capacity_rps(n) / capacity[c.role] if capacity[c.role] else 0.0
     return weights
 
 

@@ -56,6 +56,19 @@ class Candidate(_Frozen):
         default=0, ge=0, description="GPUs that must share one NVLink domain: the whole instance when the perf "
         "model put its pipeline stages on NVLink, else one stage (0: one stage)")
 
+    pool_rps_per_instance: tuple[tuple[int, float], ...] = Field(
+        default=(), description="(n, requests/s per instance when n instances share the router's queue, x headroom) "
+        "on a grid of n, non-decreasing; empty: every instance has its own queue (n x capacity_rps)")
+
+    def pool_capacity_rps(self, num_instances: int) -> float:
+        """Requests/s ``num_instances`` instances sustain together: n x the per-instance rate of the
+        largest grid point <= n (pooling only helps, so this is exact at grid points, below between)."""
+        per_instance = self.capacity_rps
+        for n, rate in self.pool_rps_per_instance:
+            if n <= num_instances:
+                per_instance = max(per_instance, rate)
+        return num_instances * per_instance
+
     @property
     def domain_group_gpus(self) -> int:
         """GPUs of this instance that must sit in one NVLink domain, as the perf model assumed."""

@@ -19,6 +19,7 @@ from layoutopt.optimizer.candidates import (
 from layoutopt.optimizer.engine_rules import drop_rule_breakers, incompatible_pairs, prune_with_pairing
 from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, latency_floor
 from layoutopt.plan import Percentiles
+from layoutopt.optimizer.pooling import with_pool_capacities
 from layoutopt.optimizer.pre_cuts import DEFAULT_PRE_CUTS, PreCuts
 from layoutopt.optimizer.space import Proposal, enumerate_proposals
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY, EngineProfile
@@ -216,7 +217,7 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
         dominated, pairs = [], incompatible_pairs(ref, model, candidates)
     for candidate, reason in dominated:
         tally.drop("dominated", reason)
-    return CandidateTable(
+    table = CandidateTable(
         candidates=tuple(candidates), gpu_limits=dict(gpu_limits), max_usd_per_hour=max_usd_per_hour,
         min_rate_rps=min_rate_rps, mode=mode, mean_input_tokens=workload.mean_input_tokens,
         mean_output_tokens=workload.mean_output_tokens, num_considered=len(proposals), filters=tally.records(),
@@ -224,3 +225,6 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
         domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
         incompatible_pairs=pairs,
     )
+    # n instances behind the router share one queue: their capacity as a function of n.
+    return with_pool_capacities(table, ctx.model, {g.name: g for g in gpus}, workload, slo, constants, headroom,
+                                kv_links)

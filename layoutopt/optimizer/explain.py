@@ -67,7 +67,7 @@ def binding_constraints(table: CandidateTable, outcome: SolveOutcome, used: list
         binding.append("target rate")
     capacity: dict[str, float] = {}
     for c, n in used:
-        capacity[c.role] = capacity.get(c.role, 0.0) + c.capacity_rps * n
+        capacity[c.role] = capacity.get(c.role, 0.0) + c.pool_capacity_rps(n)
     disaggregated_rps = rate_rps(outcome.disaggregated_rate_units)
     for role in ("prefill", "decode"):
         if disaggregated_rps and capacity.get(role, 0.0) <= disaggregated_rps * (1 + BINDING_SLACK_FRACTION):
@@ -111,8 +111,8 @@ def ratio_check(table: CandidateTable, used: list[tuple[Candidate, int]],
     p_best, d_best = _per_gpu(best_p, t_in), _per_gpu(best_d, t_out)
     prefill_gpus = sum(c.gpus_per_instance * n for c, n in prefill)
     decode_gpus = sum(c.gpus_per_instance * n for c, n in decode)
-    p_plan = sum(c.capacity_rps * n for c, n in prefill) * t_in / prefill_gpus
-    d_plan = sum(c.capacity_rps * n for c, n in decode) * t_out / decode_gpus
+    p_plan = sum(c.pool_capacity_rps(n) for c, n in prefill) * t_in / prefill_gpus
+    d_plan = sum(c.pool_capacity_rps(n) for c, n in decode) * t_out / decode_gpus
     formula = (t_in / p_best) / (t_out / d_best)
     own = (t_in / p_plan) / (t_out / d_plan)
     plan = prefill_gpus / decode_gpus
@@ -155,7 +155,7 @@ def _ratio_note(formula: float, own: float, plan: float, prefill, decode, best_p
                            "instance), so the split rounds")
         if served_rps:
             for role, pool in (("prefill", prefill), ("decode", decode)):
-                capacity = sum(c.capacity_rps * n for c, n in pool)
+                capacity = sum(c.pool_capacity_rps(n) for c, n in pool)
                 if capacity > served_rps * (1 + RATIO_AGREEMENT_FRACTION):
                     reasons.append(f"the {role} pool has {capacity / served_rps - 1:.0%} spare capacity over the "
                                    f"{served_rps:.2f} req/s it serves (the budget fits {role} instances better)")

@@ -25,11 +25,11 @@ def relaxed_ratio_bound(table: IntegerTable) -> Fraction | None:
     options: list[Fraction] = []
     modes = _allowed_modes(table)
     if "colocated" in modes:
-        options += [Fraction(c.capacity_rate_units, c.cost_units) for c in table.by_role("colocated")]
+        options += [Fraction(c.best_rate_units, c.cost_units) for c in table.by_role("colocated")]
     if "disaggregated" in modes and table.by_role("prefill") and table.by_role("decode"):
         # Cost per rate unit of a disaggregated request is the sum of both pools' cost per unit.
-        prefill = min(Fraction(c.cost_units, c.capacity_rate_units) for c in table.by_role("prefill"))
-        decode = min(Fraction(c.cost_units, c.capacity_rate_units) for c in table.by_role("decode"))
+        prefill = min(Fraction(c.cost_units, c.best_rate_units) for c in table.by_role("prefill"))
+        decode = min(Fraction(c.cost_units, c.best_rate_units) for c in table.by_role("decode"))
         options.append(1 / (prefill + decode))
     return max(options) if options else None
 

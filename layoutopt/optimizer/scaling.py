@@ -44,6 +44,21 @@ class IntegerCandidate(_Frozen):
     nic_kb_per_s: int
     max_instances: int
     domain_group_gpus: int = 0  # GPUs that must share one NVLink domain (a stage, or a whole PP instance)
+    # (n, rate units per instance from n instances on), increasing rates: a pooled queue's gain.
+    pool_rate_units: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def best_rate_units(self) -> int:
+        """Highest rate units per instance at any pool size (bounds use it)."""
+        return max([self.capacity_rate_units] + [r for _, r in self.pool_rate_units])
+
+    def pool_capacity_units(self, num_instances: int) -> int:
+        """Rate units ``num_instances`` instances sustain (the step function the solver encodes)."""
+        per_instance = self.capacity_rate_units
+        for n, rate in self.pool_rate_units:
+            if n <= num_instances:
+                per_instance = rate
+        return num_instances * per_instance
 
 
 class IntegerTable(_Frozen):
@@ -108,6 +123,7 @@ def to_integer_table(table: CandidateTable) -> IntegerTable:
             kv_kb_per_request=int(math.ceil(c.kv_bytes_per_request * KV_SCALE_PER_BYTE)),
             nic_kb_per_s=int(math.floor(c.nic_gb_per_s * 1e9 * KV_SCALE_PER_BYTE)),
             max_instances=max_instances, domain_group_gpus=c.domain_group_gpus,
+            pool_rate_units=_pool_steps(c.pool_rps_per_instance, capacity, max_instances),
         ))
     max_cost = None
     if table.max_usd_per_hour is not None:
@@ -123,6 +139,17 @@ def to_integer_table(table: CandidateTable) -> IntegerTable:
     )
 
 
+def _pool_steps(grid: tuple[tuple[int, float], ...], capacity: int, max_instances: int) -> tuple[tuple[int, int], ...]:
+    """The grid points (n <= max_instances, n >= 2) where the per-instance rate (rounded down) rises."""
+    steps, last = [], capacity
+    for n, rate_rps_per_instance in grid:
+        units = rate_units(rate_rps_per_instance)
+        if 2 <= n <= max_instances and units > last:
+            steps.append((n, units))
+            last = units
+    return tuple(steps)
+
+
 def _kept_pairs(pairs: tuple[tuple[str, str], ...], rows: list[IntegerCandidate]) -> tuple[tuple[str, str], ...]:
     names = {r.name for r in rows}
     return tuple((p, d) for p, d in pairs if p in names and d in names)
@@ -131,7 +158,7 @@ def _kept_pairs(pairs: tuple[tuple[str, str], ...], rows: list[IntegerCandidate]
 def _max_rate_units(rows: list[IntegerCandidate]) -> int:
     """An upper bound on the rate any plan serves: every candidate at its instance limit."""
     def total(role: str) -> int:
-        return sum(c.capacity_rate_units * c.max_instances for c in rows if c.role == role)
+        return sum(c.pool_capacity_units(c.max_instances) for c in rows if c.role == role)
 
     return total("colocated") + min(total("prefill"), total("decode"))
 

@@ -281,7 +281,7 @@ def _capacity(table, counts: dict[str, int]) -> float:
     """Rate (req/s) the instances in ``counts`` sustain under one scenario's table."""
     cap = {"prefill": 0.0, "decode": 0.0, "colocated": 0.0}
     for c in table.candidates:
-        cap[c.role] += c.capacity_rps * counts.get(c.name, 0)
+        cap[c.role] += c.pool_capacity_rps(counts.get(c.name, 0))
     return cap["colocated"] + min(cap["prefill"], cap["decode"])
 
 

@@ -7,6 +7,8 @@ Parameters (integers, from ``scaling.to_integer_table``)
     gpus_c      GPUs per instance of c                 g(c)   its GPU type
     cost_c      price of one instance (cost units: 1e-3 $/h)
     cap_c       requests one instance sustains at the SLO, with headroom (rate units: 1e-4 req/s)
+    r_{c,k}     per-instance rate when n_c >= m_{c,k} instances share the router's queue (grid points
+                m_{c,1} < m_{c,2} < ..., rates increasing; ``optimizer.pooling``); r_{c,0} = cap_c, m_{c,0} = 0
     kv          KV kilobytes one disaggregated request moves from prefill to decode
     nic_c       usable scale-out bandwidth of one instance (kB/s)
     U_c         most instances of c the budget allows
@@ -19,12 +21,15 @@ Variables
     n_c in {0..U_c}                 num_instances[c]
     r_dis, r_col, r in {0..R_max}   rate_units[disaggregated | colocated | total]
     u_dis, u_col in {0, 1}          uses_mode[disaggregated | colocated]
+    y_c, z_{c,k} in {0, 1}          pool_capacity[c], pool_segment[c,m_{c,k}] (candidates with a pool grid)
 Constraints
     GPU budget         sum_{c: g(c)=g} gpus_c n_c <= B_g                       for all g in G
     $ cap              sum_c cost_c n_c <= C_max
     prefill capacity   sum_{c in C_prefill} cap_c n_c >= r_dis
     decode capacity    sum_{c in C_decode}  cap_c n_c >= r_dis
     colocated capacity sum_{c in C_coloc}   cap_c n_c >= r_col
+                       (a pooled candidate contributes y_c instead of cap_c n_c: sum_k z_{c,k} = 1 and
+                       z_{c,k} => m_{c,k} <= n_c < m_{c,k+1}, y_c <= r_{c,k} n_c; exact at grid points)
     rate balance       r = r_dis + r_col >= R_min
     KV transfer        kv r_dis <= SCALE sum_{c in C_prefill} nic_c n_c   (and the same for C_decode)
     domain packing     sum_{c: g(c)=g, s_c >= s} gpus_c n_c <= K_{g,s}               (cluster file)

@@ -61,7 +61,7 @@ def plan_violations(table: CandidateTable, counts: Mapping[str, int], disaggrega
         problems.append(f"cost {cost:.2f} $/h exceeds the cap of {table.max_usd_per_hour:.2f} $/h")
 
     def capacity(role: str) -> float:
-        return sum(by_name[name].capacity_rps * n for name, n in used.items() if by_name[name].role == role)
+        return sum(by_name[name].pool_capacity_rps(n) for name, n in used.items() if by_name[name].role == role)
 
     for role, rate in (("prefill", disaggregated_rate_rps), ("decode", disaggregated_rate_rps),
                        ("colocated", colocated_rate_rps)):

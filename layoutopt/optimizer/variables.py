@@ -37,6 +37,9 @@ class LayoutVariables:
         self.uses_colocated = model.new_bool_var(f"uses_mode[{prefix}colocated]")
         # Whether a candidate is used at all; created on demand (no-good cuts for --top-k).
         self._is_used: dict[str, cp_model.IntVar] = {}
+        # Rate units a pooled candidate's instances sustain together (candidates whose per-instance
+        # rate grows with the pool size: one queue behind the router); created on demand.
+        self._pool_capacity: dict[str, cp_model.IntVar] = {}
 
     # ------------------------------------------------------------------ queries
     def candidates(self, role: Role | None = None) -> list[IntegerCandidate]:
@@ -44,10 +47,34 @@ class LayoutVariables:
 
     def capacity(self, role: Role) -> cp_model.LinearExpr:
         """Rate units the instances of ``role`` sustain together."""
+        linear = [c for c in self.candidates(role) if not c.pool_rate_units]
+        pooled = [self.pool_capacity(c) for c in self.candidates(role) if c.pool_rate_units]
         return cp_model.LinearExpr.weighted_sum(
-            [self.num_instances[c.name] for c in self.candidates(role)],
-            [c.capacity_rate_units for c in self.candidates(role)],
+            [self.num_instances[c.name] for c in linear] + pooled,
+            [c.capacity_rate_units for c in linear] + [1] * len(pooled),
         )
+
+    def pool_capacity(self, c: IntegerCandidate) -> cp_model.IntVar:
+        """y_c <= r_k n_c on the segment k of pool sizes n_k <= n_c < n_{k+1} that n_c falls in.
+
+        The per-instance rate r_k grows with the pool (a shared queue), so y_c(n) is convex in n;
+        one bool per segment picks it (exact at grid points, conservative between them)."""
+        if c.name in self._pool_capacity:
+            return self._pool_capacity[c.name]
+        model, count = self.model, self.num_instances[c.name]
+        bounds = [0] + [n for n, _ in c.pool_rate_units] + [c.max_instances + 1]
+        rates = [c.capacity_rate_units] + [r for _, r in c.pool_rate_units]
+        y = model.new_int_var(0, c.pool_capacity_units(c.max_instances), f"pool_capacity[{self.prefix}{c.name}]")
+        segments = []
+        for k, rate in enumerate(rates):
+            on = model.new_bool_var(f"pool_segment[{self.prefix}{c.name},{bounds[k]}]")
+            model.add(count >= bounds[k]).only_enforce_if(on)
+            model.add(count <= bounds[k + 1] - 1).only_enforce_if(on)
+            model.add(y <= rate * count).only_enforce_if(on)
+            segments.append(on)
+        model.add_exactly_one(segments)
+        self._pool_capacity[c.name] = y
+        return y
 
     def num_role_instances(self, role: Role) -> cp_model.LinearExpr:
         return cp_model.LinearExpr.sum([self.num_instances[c.name] for c in self.candidates(role)])

@@ -19,7 +19,9 @@ per-rate iteration, so a call costs a few step-time evaluations plus numpy work.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,7 +39,7 @@ from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
 
-__all__ = ["InstancePerf", "instance_capacity", "pd_ratio"]
+__all__ = ["InstancePerf", "instance_capacity", "pd_ratio", "pool_capacities_rps"]
 
 # Load levels of the first pass (geometric from idle to saturation) and of the refinement between
 # the last row meeting the SLO and the first missing it: capacity to about 1/(32 x 12) of the range.
@@ -94,21 +96,23 @@ def _violation(rows: Rows, ttft: dict[float, float], tpot: dict[float, float]) -
     return np.where(rows.stable, worst, np.inf)
 
 
-def _evaluate(costs: PhaseCosts, role: Role, load: np.ndarray, quantiles: tuple[float, ...]) -> Rows:
+def _evaluate(costs: PhaseCosts, role: Role, load: np.ndarray, quantiles: tuple[float, ...],
+              instances: int = 1) -> Rows:
     if role == "prefill":
         return prefill_rows(costs, load, 1.0, quantiles)
     if role == "decode":
-        return decode_rows(costs, load, quantiles)
-    return colocated_rows(costs, load, 1.0, quantiles)
+        return decode_rows(costs, load, quantiles, instances=instances)
+    return colocated_rows(costs, load, 1.0, quantiles, instances=instances)
 
 
 def _load_axis(rows: Rows, role: Role) -> np.ndarray:
     return rows.rate_rps if role == "prefill" else rows.batch
 
 
-def _best_row(costs: PhaseCosts, role: Role, quantiles, ttft, tpot) -> tuple[Rows, int, Rows] | None:
+def _best_row(costs: PhaseCosts, role: Role, quantiles, ttft, tpot,
+              instances: int = 1) -> tuple[Rows, int, Rows] | None:
     """(rows, index of the highest-rate row meeting the targets, coarse grid), refined once."""
-    rows = rows_for(costs, role, 1.0, quantiles, _COARSE_POINTS)
+    rows = rows_for(costs, role, 1.0, quantiles, _COARSE_POINTS, instances=instances)
     ok = _violation(rows, ttft, tpot) <= 1.0
     if not ok[0]:
         return None
@@ -116,7 +120,7 @@ def _best_row(costs: PhaseCosts, role: Role, quantiles, ttft, tpot) -> tuple[Row
     axis = _load_axis(rows, role)
     if last + 1 < len(axis):
         fine = np.linspace(axis[last], axis[last + 1], _FINE_POINTS)
-        refined = _evaluate(costs, role, fine, quantiles)
+        refined = _evaluate(costs, role, fine, quantiles, instances)
         fine_ok = _violation(refined, ttft, tpot) <= 1.0
         return refined, (int(np.argmin(fine_ok)) - 1 if not fine_ok.all() else len(fine_ok) - 1), rows
     return rows, last, rows
@@ -217,3 +221,41 @@ def _binding(rows: Rows, k: int, costs: PhaseCosts, role: Role, ttft: dict, tpot
     if not rows.stable[nxt] or ttft_ratio >= tpot_ratio:
         return "queueing" if role != "decode" else costs.decode_bottleneck
     return costs.decode_bottleneck
+
+
+def pool_capacities_rps(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload, slo: SLO,
+                        num_instances: Sequence[int], engine: EngineLike = "vllm", headroom: float = 0.7,
+                        kv_link: Link | None = None) -> list[float]:
+    """Requests/s a pool of n instances sustains at the SLO (x ``headroom``), for each n given.
+
+    The pool is the one ``estimate`` models behind the router: prefill instances share one queue
+    (G/G/c with c = n x servers), decode and colocated instances share their slots (``instances=n``).
+    n = 1 gives :func:`instance_capacity`'s ``capacity_rps``; 0.0 where no load meets the SLO.
+    """
+    costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
+    ttft_t, tpot_t = _targets(slo, role)
+    quantiles = tuple(sorted({0.5, 0.9, 0.99} | set(ttft_t) | set(tpot_t)))
+    result = []
+    for n in num_instances:
+        pool = costs
+        if role == "prefill":
+            pool = dataclasses.replace(costs, prefill_servers=costs.prefill_servers * n)
+            best = _best_row(pool, role, quantiles, ttft_t, tpot_t)
+            per_pool = 1.0  # the pooled prefill rows' rate is the whole pool's
+        else:
+            best = _best_row(costs, role, quantiles, ttft_t, tpot_t, instances=n)
+            per_pool = float(n)  # decode/colocated rows are per instance of the pool
+        if best is None:
+            result.append(0.0)
+            continue
+        rows, k = best[0], best[1]
+        if k + 1 < len(rows.rate_rps):
+            # One more refinement between the last row meeting the SLO and the next: pool gains of
+            # a few percent are below the first refinement's step (about 3 % of the rate).
+            axis = _load_axis(rows, role)
+            finer = _evaluate(pool if role == "prefill" else costs, role,
+                              np.linspace(axis[k], axis[k + 1], _FINE_POINTS), quantiles, n)
+            ok = _violation(finer, ttft_t, tpot_t) <= 1.0
+            rows, k = finer, (int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1)
+        result.append(float(rows.rate_rps[k]) * per_pool * headroom)
+    return result

@@ -1,0 +1,55 @@
+"""Pool capacity as a function of instance count: the router's shared queue, from the perf model.
+
+``estimate`` models n instances of one kind behind the router as one pool (prefill: one G/G/c
+queue; decode and colocated: shared sequence slots), so n instances sustain more than n times one
+instance with its own queue. Each candidate gets the per-instance rate of a pool of n instances on
+``POOL_GRID`` (up to the most instances the budget allows), from the same perf-model function
+(:func:`~layoutopt.perf_model.capacity.pool_capacities_rps`). The rate per instance is made
+non-decreasing by a running minimum from the largest pool down (pooling never hurts, so a dip is
+search noise; the minimum keeps every grid value at or below the model's). The solver encodes the
+step function n x rate(largest grid point <= n): exact at grid points, conservative between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.optimizer.candidates import Candidate, CandidateTable
+from layoutopt.perf_model.capacity import pool_capacities_rps
+from layoutopt.perf_model.links import Link
+from layoutopt.workloads.slo import SLO
+from layoutopt.workloads.workload import Workload
+
+# Pool sizes evaluated; between them the solver uses the rate of the grid point below.
+POOL_GRID: tuple[int, ...] = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+
+
+def monotone_per_instance(grid: list[tuple[int, float]], single_rps: float) -> tuple[tuple[int, float], ...]:
+    """Per-instance rates made non-decreasing in n and at most the model's at every point."""
+    out, floor = [], float("inf")
+    for n, rate in reversed(grid):
+        floor = min(floor, rate)
+        out.append((n, floor))
+    return tuple((n, rate) for n, rate in reversed(out) if rate > single_rps)
+
+
+def with_pool_capacities(table: CandidateTable, model: ModelSpec, gpus: Mapping[str, GpuSpec], workload: Workload,
+                         slo: SLO, engine, headroom: float, kv_links: Mapping[str, Link] | None) -> CandidateTable:
+    """``table`` with ``pool_rps_per_instance`` filled for every candidate that can run 2+ instances."""
+    from layoutopt.optimizer.enumeration import kv_link_of
+
+    rows: list[Candidate] = []
+    for c in table.candidates:
+        sizes = [n for n in POOL_GRID if n <= table.max_instances(c)]
+        if not sizes:
+            rows.append(c)
+            continue
+        gpu = gpus[c.gpu]
+        link = kv_link_of(gpu, kv_links) if c.role == "prefill" else None
+        pools = pool_capacities_rps(model, gpu, c.layout, c.role, workload, slo, sizes, engine=engine,
+                                    headroom=headroom, kv_link=link)
+        grid = [(n, rps / n) for n, rps in zip(sizes, pools)]
+        rows.append(c.model_copy(update={"pool_rps_per_instance": monotone_per_instance(grid, c.capacity_rps)}))
+    return table.model_copy(update={"candidates": tuple(rows)})
