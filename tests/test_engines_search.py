@@ -65,7 +65,10 @@ def test_the_pairing_constraint_is_what_keeps_0_13_plans_valid():
     """vLLM 0.13 on the headline case: without the constraint the solver picks prefill TP2 + decode TP1."""
     table = _table("qwen3-32b", "H100-SXM", 32, "vllm==0.13.0", None, "disaggregated", default_slo=True)
     assert table.incompatible_pairs
+    # Without pool gains (n x one instance): with them the free optimum is TP1 + TP1, which pairs anyway.
     integer = to_integer_table(table)
+    integer = integer.model_copy(update={"candidates": tuple(
+        c.model_copy(update={"pool_rate_units": ()}) for c in integer.candidates)})
     model, gpu = get_model("qwen3-32b"), get_gpu("H100-SXM")
     free = search(integer.model_copy(update={"incompatible_pairs": ()}), "goodput-per-dollar", 5.0)
     assert _violations(table, free.best.counts, model, gpu, "vllm==0.13.0")

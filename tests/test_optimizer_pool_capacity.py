@@ -45,7 +45,9 @@ def _best(table, role):
 def _meets(result, ttft: bool = True) -> bool:
     """Every SLO percentile holds; ``ttft=False`` for a decode pool, whose share of the SLO is TPOT
     (the table's decode capacity does not count the wait for a KV slot at the KV limit, which
-    `estimate` adds to TTFT: at a KV-bound decode pool the two differ by about 3 %)."""
+    `estimate` adds to TTFT: at a KV-bound decode pool the two differ by about 3 %). The table keeps
+    n x one decode instance (``pooling.POOLED_ROLES``), so this also checks decode gains nothing from pooling
+    in `estimate` by TPOT here."""
     return result.stable and (not ttft or result.ttft_ms.p90 <= 1000.0) and result.tpot_ms.p90 <= 30.0
 
 

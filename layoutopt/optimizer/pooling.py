@@ -22,6 +22,10 @@ from layoutopt.perf_model.links import Link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
 
+# Roles whose pool capacity grows with n. Not decode: its share of the SLO is TPOT, so a pooled
+# decode capacity would count shared KV slots without the wait for a slot they add to TTFT
+# (a plan so sized missed TTFT in simulation); n x one instance stays there (conservative).
+POOLED_ROLES = ("prefill", "colocated")
 # Pool sizes evaluated; between them the solver uses the rate of the grid point below.
 POOL_GRID: tuple[int, ...] = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 
@@ -43,7 +47,7 @@ def with_pool_capacities(table: CandidateTable, model: ModelSpec, gpus: Mapping[
     rows: list[Candidate] = []
     for c in table.candidates:
         sizes = [n for n in POOL_GRID if n <= table.max_instances(c)]
-        if not sizes:
+        if not sizes or c.role not in POOLED_ROLES:
             rows.append(c)
             continue
         gpu = gpus[c.gpu]
