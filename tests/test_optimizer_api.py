@@ -129,3 +129,11 @@ def test_api_refuses_what_the_cli_refuses(kwargs, field):
     with pytest.raises(InputError) as error:
         api.solve("qwen3-32b", "8xH100", **kwargs)
     assert error.value.field == field
+
+
+def test_infeasible_budget_names_the_cheapest_gpu_type_that_serves():
+    # DeepSeek-V3 cannot fit 8 L4s; the diagnosis tries other types cheapest first and stops at the
+    # first that serves both phases, so an infeasible answer costs one more evaluation, not three.
+    plan = api.solve("deepseek-v3", "8xL4")
+    others = [s for s in plan.explanation.suggestions if s.startswith("another GPU type")]
+    assert plan.status == "infeasible" and len(others) == 1, plan.explanation.suggestions

@@ -23,10 +23,13 @@ _GIB = 2.0**30
 # A suggested latency target leaves this margin over the fastest candidate's unloaded latency.
 SLO_SUGGESTION_MARGIN = 1.25
 SUGGESTION_TIME_LIMIT_S = 2.0
-MAX_GPU_SUGGESTIONS = 3
+# Each GPU type tried costs a candidate evaluation (~2 s for a large MoE model): the cheapest type
+# that serves is the actionable answer, and an infeasible input is answered within ~3 s.
+MAX_GPU_SUGGESTIONS = 1
 
 # Builds the candidate table of the same problem on other GPU types: (GPUs, GPU limits) -> table.
-TableBuilder = Callable[[Sequence[GpuSpec], dict[str, int]], CandidateTable]
+# (gpus, gpu limits, pool_capacities=...) -> the candidate table of that budget
+TableBuilder = Callable[..., CandidateTable]
 
 
 class Diagnosis:
@@ -175,7 +178,7 @@ def _budget_or_rate(found: Diagnosis, table: CandidateTable, objective: str, mod
 
 def _other_gpu_types(found: Diagnosis, build_table: TableBuilder, other_gpus: Sequence[GpuSpec],
                      gpus: Sequence[GpuSpec], slo: SLO) -> None:
-    """Suggest the cheapest catalog GPU types not in the budget where both phases meet the SLO.
+    """Suggest the cheapest catalog GPU type(s) not in the budget where both phases meet the SLO.
 
     Types are tried cheapest first and the search stops at ``MAX_GPU_SUGGESTIONS``; a type where
     no layout fits in memory costs only the structural filters.
@@ -186,7 +189,8 @@ def _other_gpu_types(found: Diagnosis, build_table: TableBuilder, other_gpus: Se
     working = []
     others = [g for g in other_gpus if g.price is not None and not any(g.name == b.name for b in gpus)]
     for gpu in sorted(others, key=lambda g: (g.price.typical_usd_per_hour, g.name)):
-        table = build_table([gpu], {gpu.name: count})
+        # Whether any layout serves is all that is asked: no capacity-by-instance-count grid.
+        table = build_table([gpu], {gpu.name: count}, pool_capacities=False)
         if all(_phases_covered(table)) and table.fastest_ttft and table.fastest_tpot:
             working.append((gpu.price.typical_usd_per_hour, gpu.name, table))
             if len(working) == MAX_GPU_SUGGESTIONS:

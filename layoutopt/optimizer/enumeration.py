@@ -189,7 +189,7 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
                           max_stage_gpus: Mapping[str, int] | None = None,
                           domain_capacity_gpus: Mapping[str, dict[int, int]] | None = None,
                           profile: EngineProfile | None = None, pre_cuts: PreCuts | None = None,
-                          prune_dominated: bool = True) -> CandidateTable:
+                          prune_dominated: bool = True, pool_capacities: bool = True) -> CandidateTable:
     """Enumerate, filter and evaluate every candidate for ``gpus``; the solver's whole input.
 
     ``profile`` (a profile file's constants, ``layoutopt calibrate``) replaces the built-in
@@ -200,6 +200,8 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     carry the cluster's NVLink domain size. ``pre_cuts`` chooses the former heuristics applied (default ``DEFAULT_PRE_CUTS``).
     ``prune_dominated=False`` keeps dominated candidates: plans robust across scenarios share one set
     of instances, and a layout dominated under one scenario's workload may not be under another's.
+    ``pool_capacities=False`` skips the capacity-by-instance-count grid (a table only asked whether
+    any layout serves, as the infeasibility diagnosis asks of other GPU types).
     """
     # The name (or a fitted profile) drives the perf model, the version the engine rules; a profile
     # given apart (a profile file) keeps the engine reference's rules.
@@ -225,6 +227,8 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
         domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
         incompatible_pairs=pairs,
     )
+    if not pool_capacities:
+        return table
     # n instances behind the router share one queue: their capacity as a function of n.
     return with_pool_capacities(table, ctx.model, {g.name: g for g in gpus}, workload, slo, constants, headroom,
                                 kv_links)

@@ -206,7 +206,7 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         gpus = cluster_gpus(limits, gpus)
 
     def table_for(gpu_list, gpu_limits: dict[str, int] | None = None,
-                  kv_links: Mapping[str, Link] | None = None) -> CandidateTable:
+                  kv_links: Mapping[str, Link] | None = None, pool_capacities: bool = True) -> CandidateTable:
         cluster_args = {}
         if limits is not None:
             cluster_args = dict(kv_links=limits.same_rack_links if kv_links is None else kv_links,
@@ -215,7 +215,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
             spec, gpu_list, resolved_workload, resolved_slo,
             gpu_limits=dict(parsed.gpu_counts) if gpu_limits is None else gpu_limits,
             max_usd_per_hour=parsed.max_usd_per_hour, min_rate_rps=target, mode=mode, engine=engine,
-            precision=precision, headroom=headroom, profile=profile, **cluster_args)
+            precision=precision, headroom=headroom, profile=profile, pool_capacities=pool_capacities,
+            **cluster_args)
 
     clock = SolverClock(time_limit_s)
     remaining_s = clock.left
