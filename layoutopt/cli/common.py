@@ -117,7 +117,7 @@ def run_guarded(command: Callable[..., Any], args: list[str] | None = None) -> i
     return result if isinstance(result, int) else 0
 
 
-# Temporary names writers use next to their target: mkstemp's '.NAME.XXXXXXXX.tmp' and 'NAME.tmp-XXXX'.
+# Temporary names writers use next to their target: mkstemp's '.NAME.<random>.tmp' and 'NAME.tmp-<random>'.
 _TEMP_NAMES = (re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{6,}\.tmp$"), re.compile(r"^(?P<name>.+)\.tmp-[A-Za-z0-9_]+$"))
 
 
