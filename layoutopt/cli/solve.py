@@ -147,6 +147,23 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
         raise InfeasibleError(f"status {plan.status}: no plan meets the constraints", shown)
 
 
+
+def _write_json(result, output_format: str, output_path) -> bool:
+    """Write ``result``'s JSON to ``output_path`` (if given) and print it for --format json; True then."""
+    text = json_text(result)
+    if output_path:
+        write_atomically(output_path, text + "\n")
+    if output_format == "json":
+        click.echo(text)
+        return True
+    return False
+
+
+def _pool_text(pool) -> str:
+    """'2 x prefill H100-SXM tp2 pp2' for the fleet and scenario tables."""
+    text = f"{pool.instances} x {pool.role} {pool.gpu} tp{pool.tp_size}"
+    return text + (f" pp{pool.pp_size}" if pool.pp_size > 1 else "")
+
 def _solve_fleet(fleet_path, budget, engine, precision, headroom, time_limit_s, tolerance_fraction, gpus_path,
                  prices_path, output_format, output_path) -> None:
     """``solve --fleet``: one plan per model from one CP-SAT model, and the naive split's cost."""
@@ -155,17 +172,11 @@ def _solve_fleet(fleet_path, budget, engine, precision, headroom, time_limit_s, 
     fleet = api.solve_fleet(fleet_path, budget, engine=engine, precision=precision, headroom=headroom,
                             time_limit_s=time_limit_s, tolerance_fraction=tolerance_fraction, gpus_path=gpus_path,
                             prices_path=prices_path)
-    text = json_text(fleet)
-    if output_path:
-        write_atomically(output_path, text + "\n")
-    if output_format == "json":
-        click.echo(text)
-    else:
+    if not _write_json(fleet, output_format, output_path):
         click.echo(f"fleet of {len(fleet.plans) or len(fleet.split)} models on {fleet.budget} — objective "
                    f"{fleet.objective}, status {fleet.status}")
         for plan in fleet.plans:
-            pools = ", ".join(f"{p.instances} x {p.role} {p.gpu} tp{p.tp_size}"
-                              + (f" pp{p.pp_size}" if p.pp_size > 1 else "") for p in plan.pools)
+            pools = ", ".join(_pool_text(p) for p in plan.pools)
             click.echo(f"  {plan.model}: {pools}; ${plan.totals.cost_usd_per_hour:,.2f}/h, "
                        f"{plan.totals.goodput_rps:.2f} req/s")
         if fleet.totals is not None:
@@ -193,17 +204,11 @@ def _solve_robust(model, budget, scenarios_path, robust, slo_path, engine, preci
     plan = api.solve_robust(model or DEFAULT_MODEL, budget, scenarios_path, slo, robust, engine=engine,
                             precision=precision, headroom=headroom, time_limit_s=time_limit_s,
                             tolerance_fraction=tolerance_fraction, gpus_path=gpus_path, prices_path=prices_path)
-    text = json_text(plan)
-    if output_path:
-        write_atomically(output_path, text + "\n")
-    if output_format == "json":
-        click.echo(text)
-    else:
+    if not _write_json(plan, output_format, output_path):
         click.echo(f"{plan.model} on {plan.budget}, robust {plan.robust} over {len(plan.scenarios)} scenarios — "
                    f"status {plan.status}")
         for pool in plan.pools:
-            click.echo(f"  {pool.instances} x {pool.role} {pool.gpu} tp{pool.tp_size}"
-                       + (f" pp{pool.pp_size}" if pool.pp_size > 1 else "") + f" {pool.precision}")
+            click.echo(f"  {_pool_text(pool)} {pool.precision}")
         if plan.cost_usd_per_hour is not None:
             click.echo(f"cost: ${plan.cost_usd_per_hour:,.2f}/h")
         for s in plan.scenarios:
