@@ -111,3 +111,14 @@ def test_monotone_per_instance_stays_below_the_model():
     grid = [(2, 1.2), (4, 1.1), (8, 1.5), (16, 1.4)]
     assert monotone_per_instance(grid, 1.0) == ((2, 1.1), (4, 1.1), (8, 1.4), (16, 1.4))
     assert monotone_per_instance([(2, 0.9)], 1.0) == ()
+
+
+def test_large_budget_ratio_is_proved_quickly():
+    """2,048 GPUs over three types: the pooled prefill capacity's LP relaxation is cut by
+    y <= r_max n, so the first Dinkelbach step proves instead of timing out at a ~30 % gap."""
+    from layoutopt.optimizer.solve import solve
+
+    plan = solve("qwen3-32b", "683xH100+683xH200+682xB200", SLO_CHAT, workload=preset_workload("chat"),
+                 time_limit_s=5.0)  # CP-SAT deterministic time
+    assert plan.solver.status == "optimal"
+    assert plan.solver.gap <= plan.solver.tolerance_fraction + 1e-9

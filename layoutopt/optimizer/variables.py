@@ -73,6 +73,10 @@ class LayoutVariables:
             model.add(y <= rate * count).only_enforce_if(on)
             segments.append(on)
         model.add_exactly_one(segments)
+        # Valid on every segment (rates grow with the pool): the LP relaxation sees the segment
+        # bounds only through fractional booleans, so without this cut its bound is the variable's
+        # range and a big budget's first ratio step cannot be proved (2,048 GPUs: 2.5x gap).
+        model.add(y <= max(rates) * count)
         self._pool_capacity[c.name] = y
         return y
 
