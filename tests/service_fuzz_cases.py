@@ -22,6 +22,9 @@ VALID = {
     "/v1/estimate": {"model": "qwen3-8b", "gpu": "H100", "isl": 1000, "osl": 200, "layout": {"tp_size": 1},
                      "concurrency": 8},
     "/v1/simulate": {"plan": PLAN, "workload": "chat", "rate_rps": 1, "num_requests": 200},
+    "/v1/fleets": {"budget": "8xH100", "time_limit_s": 1, "models": [
+        {"model": "qwen3-8b", "workload": "chat", "rate_rps": 2, "slo": SLO},
+        {"model": "qwen3-8b", "workload": {"preset": "rag"}, "rate_rps": 1, "slo": SLO}]},
     "/v1/sweeps": {"models": ["qwen3-8b"], "gpus": ["H100"], "max_gpus_per_type": 8, "rates_rps": [2.0],
                    "slos": [SLO], "objectives": ["min-cost"], "solver": {"time_limit_s": 1}},
     "/v1/emit": {"plan": PLAN, "plots": False},

@@ -43,7 +43,7 @@ def test_healthz_and_openapi(server):
     assert status == 200 and health["status"] == "ok" and health["workers"] == 2
     status, spec = request(server.url + "/openapi.json")
     assert status == 200
-    assert {"/v1/solve", "/v1/estimate", "/v1/simulate", "/v1/catalog/gpus", "/v1/catalog/models",
+    assert {"/v1/solve", "/v1/estimate", "/v1/simulate", "/v1/fleets", "/v1/catalog/gpus", "/v1/catalog/models",
             "/v1/catalog/nodes", "/healthz"} <= set(spec["paths"])
     assert spec["paths"]["/v1/solve"]["post"]["responses"]["200"]["content"]["application/json"]["schema"] == \
         {"$ref": "#/components/schemas/Plan"}
@@ -109,6 +109,58 @@ def test_solve_estimate_simulate(server):
     assert status == 200 and estimate["num_gpus"] == 1 and estimate["ttft_ms"]["p90"] > 0
     status, result = request(server.url + "/v1/simulate", "POST", {"plan": plan, "num_requests": 2000})
     assert status == 200 and result["num_requests"] == 2000 and result["rate_rps"] == pytest.approx(2.0)
+
+
+FLEET_SLO = {"ttft_ms": {"p90": 1000}, "tpot_ms": {"p90": 40}, "attainment": 0.9}
+FLEET = {"budget": "8xH100", "objective": "min-cost", "time_limit_s": 5, "models": [
+    {"model": "qwen3-8b", "workload": "chat", "rate_rps": 2, "slo": FLEET_SLO},
+    {"model": "qwen3-32b", "workload": {"preset": "rag"}, "rate_rps": 1,
+     "slo": {**FLEET_SLO, "ttft_ms": {"p90": 2000}, "tpot_ms": {"p90": 50}}}]}
+
+
+def test_fleet_is_the_cli_fleet_over_http(server):
+    from layoutopt.optimizer.fleet import solve_fleet
+    from layoutopt.service.arguments import fleet_kwargs
+    from layoutopt.service.schemas import FleetRequest
+
+    status, fleet = request(server.url + "/v1/fleets", "POST", FLEET)
+    assert status == 200 and fleet["kind"] == "fleet" and fleet["status"] == "optimal"
+    assert [p["model"] for p in fleet["plans"]] == ["qwen3-8b", "qwen3-32b"]
+    assert all(p["totals"]["goodput_rps"] >= rate for p, rate in zip(fleet["plans"], (2, 1)))
+    assert fleet["totals"]["gpus"] <= 8 and len(fleet["split"]) == 2
+    # The same document the Python API gives for the same fleet (deterministic solver; wall times aside).
+    direct = solve_fleet(**fleet_kwargs(FleetRequest.model_validate(FLEET))).model_dump(mode="json")
+    assert fleet["totals"] == direct["totals"] and fleet["solver"]["proof"] == direct["solver"]["proof"]
+
+
+FLEET_INVALID = [
+    ({**FLEET, "models": []}, ["body", "models"], "at least 1 item"),
+    ({**FLEET, "budget": "8xH1000"}, ["body", "budget"], "unknown GPU 'H1000'"),
+    ({**FLEET, "models": [{**FLEET["models"][0], "rate_rps": None}]}, ["body", "models", 0, "rate_rps"],
+     "min-cost needs one per model"),
+    ({**FLEET, "models": [{**FLEET["models"][0], "model": "/etc/passwd"}]}, ["body", "models", 0, "model"],
+     "unknown model"),
+    ({**FLEET, "models": [{**FLEET["models"][0], "workload": {"trace": "/etc/trace.csv"}}]},
+     ["body", "models", 0, "workload", "trace"], "reads no files"),
+    ({**FLEET, "models": [{**FLEET["models"][0], "workload": {"input_tokens": 100_000, "output_tokens": 10}}]},
+     ["body", "models", 0, "workload"], "within the context of qwen3-8b"),
+    ({**FLEET, "models": [FLEET["models"][0]] * 17}, ["body", "models"], "at most 16 items"),
+    ({**FLEET, "time_limit_s": 61}, ["body", "time_limit_s"], "less than or equal to 60"),
+]
+
+
+@pytest.mark.parametrize(("body", "loc", "text"), FLEET_INVALID)
+def test_invalid_fleets_get_422_naming_the_field(server, body, loc, text):
+    status, payload = request(server.url + "/v1/fleets", "POST", body)
+    assert status == 422, payload
+    first = payload["detail"][0]
+    assert first["loc"] == loc and text in first["msg"], first
+
+
+def test_infeasible_fleet_is_a_documented_200(server):
+    body = {**FLEET, "budget": "1xH100", "models": [{**FLEET["models"][0], "rate_rps": 5000}]}
+    status, fleet = request(server.url + "/v1/fleets", "POST", body)
+    assert status == 200 and fleet["status"] == "infeasible" and fleet["plans"] == [] and fleet["totals"] is None
 
 
 def test_solve_past_its_time_limit_returns_its_best_plan(server):

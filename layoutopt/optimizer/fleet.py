@@ -36,7 +36,7 @@ from layoutopt.model_catalog.catalog import get_model
 from layoutopt.optimizer.candidates import CandidateTable
 from layoutopt.optimizer.constraints import CostCap, GpuBudget, default_constraints
 from layoutopt.optimizer.enumeration import build_candidate_table
-from layoutopt.optimizer.fleet_spec import FleetSpec, load_fleet
+from layoutopt.optimizer.fleet_spec import FleetSpec, check_fleet_contexts, load_fleet
 from layoutopt.optimizer.plan_builder import build_plan
 from layoutopt.optimizer.scaling import (
     COST_SCALE_PER_USD_PER_HOUR, RATE_SCALE_PER_RPS, IntegerTable, to_integer_table,
@@ -289,6 +289,7 @@ def solve_fleet(fleet: FleetSpec | str | Path, budget: str | Budget | None = Non
     parsed = given if isinstance(given, Budget) else parse_budget(given, catalog)
     gpus = ([catalog.gpu(n) for n in parsed.gpu_counts] if parsed.gpu_counts
             else [g for g in catalog.gpus if g.price is not None])
+    check_fleet_contexts(spec)
     models = [get_model(m.model) for m in spec.models]
     tables: list[CandidateTable] = [
         build_candidate_table(model, gpus, m.workload, m.slo, gpu_limits=dict(parsed.gpu_counts),

@@ -96,6 +96,16 @@ def fleet_from_dict(data: Any, base_dir: str | Path | None = None, field: str = 
     return FleetSpec(budget=budget, objective=objective, models=tuple(parsed))
 
 
+def check_fleet_contexts(spec: FleetSpec, field: str = "fleet") -> None:
+    """Refuse a member whose requests do not fit its model's context (as ``solve`` does for one model)."""
+    from layoutopt.model_catalog.catalog import get_model
+    from layoutopt.workloads.workload import check_fits_context
+
+    for index, member in enumerate(spec.models):
+        model = get_model(member.model)
+        check_fits_context(member.workload, model.max_context_tokens, model.name, f"{field}.models[{index}].workload")
+
+
 def load_fleet(path: str | Path) -> FleetSpec:
     """Read a fleet YAML file (see the module docstring)."""
     return fleet_from_dict(read_yaml(path, "--fleet"), Path(path).parent, "fleet")

@@ -3,6 +3,7 @@
     POST /v1/solve      SolveRequest    -> 200 Plan (status optimal, feasible, timeout or infeasible)
     POST /v1/estimate   EstimateRequest -> 200 Estimate
     POST /v1/simulate   SimulateRequest -> 200 SimulationResult
+    POST /v1/fleets     FleetRequest    -> 200 FleetPlan (several models on one budget; status as solve)
     POST /v1/sweeps     SweepSpec       -> 202 Job (kind sweep)
     POST /v1/emit       EmitRequest     -> 202 Job (kind emit; result: EmitResult)
     GET  /v1/jobs, GET /v1/jobs/{id}, DELETE /v1/jobs/{id} (cancel)
@@ -41,6 +42,7 @@ from layoutopt.hardware_catalog.schemas import GpuSpec, NodeType
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model.estimate import Estimate
 from layoutopt.plan import Plan
+from layoutopt.plan.fleet import FleetPlan
 from layoutopt.service import arguments, jobs
 from layoutopt.service.job_store import JobStore
 from layoutopt.service.limits import BodyLimits
@@ -58,6 +60,7 @@ from layoutopt.service.problems import (
 from layoutopt.service.schemas import (
     EmitRequest,
     EstimateRequest,
+    FleetRequest,
     Health,
     Job,
     JobList,
@@ -268,7 +271,8 @@ def _openapi(app: FastAPI, request_models: dict[str, type[BaseModel]]) -> Callab
 
 def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFunction | None = None,
                estimate_fn: jobs.ApiFunction | None = None, simulate_fn: jobs.ApiFunction | None = None,
-               sweep_fn: jobs.ApiFunction | None = None, emit_fn: jobs.ApiFunction | None = None) -> FastAPI:
+               sweep_fn: jobs.ApiFunction | None = None, emit_fn: jobs.ApiFunction | None = None,
+               fleet_fn: jobs.ApiFunction | None = None) -> FastAPI:
     """The service. ``*_fn`` replace the API functions (module-level, so worker processes can import them)."""
     from layoutopt.sweep.spec import SweepSpec
 
@@ -276,7 +280,7 @@ def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFun
     service = _Service(settings, {
         "solve": solve_fn or jobs.default_solve, "estimate": estimate_fn or jobs.default_estimate,
         "simulate": simulate_fn or jobs.default_simulate, "sweep": sweep_fn or jobs.default_sweep,
-        "emit": emit_fn or jobs.default_emit})
+        "emit": emit_fn or jobs.default_emit, "fleet": fleet_fn or jobs.default_fleet})
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -339,6 +343,14 @@ def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFun
     async def simulate(request: Request) -> Response:
         return await service.run_sync(request, "simulate")
 
+    @app.post("/v1/fleets", response_model=FleetPlan, tags=["api"], responses=responses(409, *SYNC_STATUSES),
+              summary="Several models, each with its workload, SLO and rate, planned together on one budget",
+              description="One CP-SAT model assigns GPU types and counts to every model (a fleet.yaml as JSON). 200 "
+              "with a FleetPlan: one Plan per model, the totals, and the naive split (each model alone on a share "
+              "of the budget) it is compared with; status optimal, feasible, timeout or infeasible (no plans).")
+    async def fleets(request: Request) -> Response:
+        return await service.run_sync(request, "fleet")
+
     @app.post("/v1/sweeps", response_model=Job, status_code=202, tags=["jobs"],
               responses=responses(408, 413, 422, 500, 503),
               summary="Start a sweep (a sweep.yaml as JSON) as a job; poll GET /v1/jobs/{id}",
@@ -390,7 +402,8 @@ def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFun
         return service.catalog["models"]
 
     app.openapi = _openapi(app, {"/v1/solve": SolveRequest, "/v1/estimate": EstimateRequest,  # type: ignore[method-assign]
-                                 "/v1/simulate": SimulateRequest, "/v1/sweeps": SweepSpec, "/v1/emit": EmitRequest})
+                                 "/v1/simulate": SimulateRequest, "/v1/fleets": FleetRequest, "/v1/sweeps": SweepSpec,
+                                 "/v1/emit": EmitRequest})
     app.state.service = service
     return app
 

@@ -21,6 +21,7 @@ from layoutopt.service.schemas import (
     MAX_TIME_LIMIT_S,
     EmitRequest,
     EstimateRequest,
+    FleetRequest,
     SimulateRequest,
     SolveRequest,
     WorkloadInput,
@@ -138,6 +139,35 @@ def emit_kwargs(request: EmitRequest) -> dict[str, Any]:
     return kwargs
 
 
+def fleet_kwargs(request: FleetRequest) -> dict[str, Any]:
+    """Arguments of ``solve_fleet`` for ``request``: its fleet as a ``FleetSpec``, each workload resolved without files.
+
+    The members go through ``fleet_from_dict``, the reader of ``fleet.yaml``, so the file and the
+    body follow one set of rules (min-cost needs every rate; context lengths fit each model).
+    """
+    from layoutopt.hardware_catalog.budget import parse_budget
+    from layoutopt.optimizer.fleet_spec import check_fleet_contexts, fleet_from_dict
+
+    parse_budget(request.budget)
+    members = []
+    for index, member in enumerate(request.models):
+        workload = {"preset": "chat"} if member.workload is None else member.workload
+        if isinstance(workload, str):
+            workload = {"preset": workload}
+        trace = _find_key(workload, "trace")
+        if trace is not None:
+            raise InputError(".".join(map(str, (f"fleet.models[{index}].workload", *trace))), "(a file name)",
+                             "trace_pairs given inline: the service reads no files")
+        members.append({"model": member.model, "workload": workload, "slo": member.slo.model_dump(mode="json"),
+                        "rate_rps": member.rate_rps, "weight": member.weight})
+    spec = fleet_from_dict({"budget": request.budget, "objective": request.objective, "models": members},
+                           base_dir=None, field="fleet")
+    check_fleet_contexts(spec)
+    options = {name: getattr(request, name) for name in ("engine", "precision", "headroom", "time_limit_s",
+                                                          "tolerance_fraction")}
+    return {"fleet": spec, **options}
+
+
 def sweep_kwargs(data: Any, max_cells: int) -> tuple[dict[str, Any], int]:
     """A sweep body (the ``sweep.yaml`` shape) checked for the service: (spec as data, number of cells).
 
@@ -185,6 +215,7 @@ _ENDPOINTS = {
     "estimate": (EstimateRequest, estimate_kwargs),
     "simulate": (SimulateRequest, simulate_kwargs),
     "emit": (EmitRequest, emit_kwargs),
+    "fleet": (FleetRequest, fleet_kwargs),
 }
 # Error fields named after CLI flags or API arguments, mapped to the request field that carries them.
 FIELD_ALIASES = {"rate": "rate_rps", "time_limit": "time_limit_s", "isl/osl": "isl", "concurrency/rate": "concurrency"}
@@ -207,8 +238,9 @@ def prepare(endpoint: str, raw: bytes, settings: ServiceSettings) -> tuple[dict[
         return to_kwargs(parse_body(raw, model, settings)), 1
     except InputError as error:
         payload = input_error_payload(error)
-        if endpoint == "sweep":
-            payload["field"] = payload["field"].removeprefix("sweep").lstrip(".")
+        if endpoint in ("sweep", "fleet"):  # the file readers name fields from the file's top: sweep.x, fleet.x
+            payload["field"] = payload["field"].removeprefix(endpoint).lstrip(".")
+            payload["message"] = payload["message"].removeprefix(f"{endpoint}.")
         raise ServiceError(422, [from_input_error(payload, aliases=FIELD_ALIASES)]) from None
 
 
@@ -221,5 +253,5 @@ def check(endpoint: str, raw: bytes, settings: ServiceSettings) -> tuple[str, An
     return "ok", units
 
 
-__all__ = ["check", "check_plan", "emit_kwargs", "estimate_kwargs", "prepare", "resolve_workload", "simulate_kwargs",
-           "solve_kwargs", "sweep_kwargs"]
+__all__ = ["check", "check_plan", "emit_kwargs", "estimate_kwargs", "fleet_kwargs", "prepare", "resolve_workload",
+           "simulate_kwargs", "solve_kwargs", "sweep_kwargs"]

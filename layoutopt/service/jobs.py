@@ -38,6 +38,12 @@ def default_estimate(**kwargs: Any) -> BaseModel:
     return estimate(**kwargs)
 
 
+def default_fleet(**kwargs: Any) -> BaseModel:
+    from layoutopt.optimizer.fleet import solve_fleet
+
+    return solve_fleet(**kwargs)
+
+
 def default_simulate(**kwargs: Any) -> BaseModel:
     from layoutopt.simulator.run import simulate
 
@@ -77,8 +83,9 @@ def default_emit(*, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
 
 
 # Imported once by the fork server, so that every worker starts with them loaded.
-HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.perf_model.estimate", "layoutopt.simulator.run",
-                 "layoutopt.calibrate.apply", "layoutopt.service.arguments", "layoutopt.sweep.run")
+HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.optimizer.fleet", "layoutopt.perf_model.estimate",
+                 "layoutopt.simulator.run", "layoutopt.calibrate.apply", "layoutopt.service.arguments",
+                 "layoutopt.sweep.run")
 
 
 def warm_up() -> None:
@@ -130,5 +137,5 @@ def run_job(function: ApiFunction, endpoint: str, raw: bytes, settings: Any,
     return "ok", {"data": data, "non_finite": non_finite}
 
 
-__all__ = ["ApiFunction", "JobResult", "default_emit", "default_estimate", "default_simulate", "default_solve",
-           "default_sweep", "finite_copy", "run_job", "warm_up"]
+__all__ = ["ApiFunction", "JobResult", "default_emit", "default_estimate", "default_fleet", "default_simulate",
+           "default_solve", "default_sweep", "finite_copy", "run_job", "warm_up"]

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from layoutopt.calibrate.profile_file import ProfileFile
 from layoutopt.errors import unknown_name_error
 from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.optimizer.fleet_spec import MAX_FLEET_MODELS
 from layoutopt.plan import Objective, Plan
 from layoutopt.plan import Layout
 from layoutopt.service.problems import ErrorItem
@@ -31,6 +32,7 @@ MAX_TOKENS = 10_000_000
 MAX_BATCH = 65_536
 MAX_CONCURRENCY = 1_000_000.0
 MAX_RATE_RPS = 1_000_000.0
+MAX_WEIGHT = 1_000_000.0
 
 
 def _engine_ref(value: str) -> str:
@@ -162,6 +164,40 @@ class EmitRequest(_Request):
     plots: bool = Field(default=True, description="also the plan's plots (PNG and SVG)")
 
 
+class FleetMemberRequest(_Request):
+    """One model of a fleet: what a ``models`` entry of ``fleet.yaml`` holds."""
+
+    model: CatalogName = Field(description="catalog name or HuggingFace id of a built-in model")
+    workload: WorkloadInput = Field(default=None, description="default: the chat preset; " + WORKLOAD_DESCRIPTION)
+    slo: SLO = Field(description="the model's SLO, e.g. {ttft_ms: {p90: 1000}, tpot_ms: {p90: 30}}")
+    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+                                   description="traffic the plan must serve (required with min-cost)")
+    weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT, allow_inf_nan=False,
+                          description="value of one req/s of this model in max-goodput and goodput-per-dollar")
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str) -> str:
+        return _catalog_model(value)
+
+
+class FleetRequest(_Request):
+    """Body of ``POST /v1/fleets``: a ``fleet.yaml`` as JSON and the options of :func:`layoutopt.api.solve_fleet`."""
+
+    budget: str = Field(max_length=MAX_NAME_CHARS, description="shared by every model, e.g. 64xH100+32xH200, $400/h",
+                        examples=["16xH100+8xH200"])
+    objective: Objective = "min-cost"
+    models: list[FleetMemberRequest] = Field(min_length=1, max_length=MAX_FLEET_MODELS)
+    engine: Engine = "vllm"
+    precision: Literal["auto", "bf16", "fp8", "fp4"] = "auto"
+    headroom: float = Field(default=0.7, gt=0, le=1, description="utilization ceiling per instance")
+    time_limit_s: float = Field(default=10.0, gt=0, le=MAX_TIME_LIMIT_S,
+                                description=f"solver time limit (CP-SAT deterministic time), at most "
+                                f"{MAX_TIME_LIMIT_S:g} s; the naive split solved for comparison gets as much again")
+    tolerance_fraction: float = Field(default=0.02, ge=0, le=0.5, description="status optimal = proven within this "
+                                      "fraction of the best")
+
+
 class Health(_Request):
     status: Literal["ok"] = "ok"
     version: str
@@ -216,5 +252,6 @@ class JobList(_Request):
     jobs: list[Job]
 
 
-__all__ = ["MAX_TIME_LIMIT_S", "EmitRequest", "EmitResult", "EstimateRequest", "Health", "Job", "JobList",
+__all__ = ["MAX_TIME_LIMIT_S", "EmitRequest", "EmitResult", "EstimateRequest", "FleetMemberRequest", "FleetRequest",
+           "Health", "Job", "JobList",
            "SimulateRequest", "SolveRequest"]
