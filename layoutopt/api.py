@@ -19,6 +19,8 @@ _EXPORTS = {
     "solve_fleet": "layoutopt.optimizer.fleet",
     "load_fleet": "layoutopt.optimizer.fleet_spec",
     "solve_robust": "layoutopt.optimizer.scenarios",
+    "solve_length_routed": "layoutopt.optimizer.length_routing",
+    "emit_length_routed": "layoutopt.report.length_router",
     "load_scenarios": "layoutopt.optimizer.scenarios",
     "simulate": "layoutopt.simulator.run",
     "sweep": "layoutopt.sweep.run",

@@ -91,16 +91,32 @@ def _checked_workload(model, workload_path, isl, osl):
 @click.option("--robust", type=click.Choice(["all", "expected", "worst"]), default="all", show_default=True,
               help="with --scenarios: hold every scenario's rate at least cost, or maximize weighted (expected) or "
                    "worst-case goodput per dollar")
+@click.option("--route-by-length", is_flag=True,
+              help="also try routing short and long prompts to pools of their own (thresholds at the p50, p75 and "
+                   "p90 prompt length) and keep the cheapest; needs --objective min-cost and --rate; evaluates the "
+                   "candidates once per length class, so it takes longer")
 def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine,
             profile_path, precision, headroom, top_k, time_limit_s, tolerance_fraction, gpus_path, prices_path, verify,
             verify_requests, emit_dir, output_format,
-            output_path, fleet_path, scenarios_path, robust) -> None:
+            output_path, fleet_path, scenarios_path, robust, route_by_length) -> None:
     """Find the layout that maximizes goodput per dollar (or another --objective) under the SLO."""
     from layoutopt import api
 
     if fleet_path is not None:
         _solve_fleet(fleet_path, budget, engine, precision, headroom, time_limit_s, tolerance_fraction, gpus_path,
                      prices_path, output_format, output_path)
+        return
+    if route_by_length:
+        given = {"--fleet": fleet_path, "--scenarios": scenarios_path, "--cluster": cluster_path,
+                 "--profile": profile_path, "--verify": verify or None, "--top-k": top_k or None}
+        for flag, value in given.items():
+            if value is not None:
+                raise InputError("--route-by-length", f"with {flag}", f"--route-by-length or {flag}, not both")
+        if objective != "min-cost":
+            raise InputError("--objective", objective, "min-cost with --route-by-length (it plans for a --rate)")
+        _solve_length_routed(model, budget, slo_path, workload_path, isl, osl, rate_rps, mode, engine, precision,
+                             headroom, time_limit_s, tolerance_fraction, gpus_path, prices_path, emit_dir,
+                             output_format, output_path)
         return
     if scenarios_path is not None:
         _solve_robust(model, budget, scenarios_path, robust, slo_path, engine, precision, headroom, time_limit_s,
@@ -220,3 +236,48 @@ def _solve_robust(model, budget, scenarios_path, robust, slo_path, engine, preci
             click.echo(f"note: {note}")
     if not plan.pools:
         raise InfeasibleError(f"status {plan.status}: no single plan serves every scenario", [])
+
+
+def _solve_length_routed(model, budget, slo_path, workload_path, isl, osl, rate_rps, mode, engine, precision, headroom,
+                         time_limit_s, tolerance_fraction, gpus_path, prices_path, emit_dir, output_format,
+                         output_path) -> None:
+    """``solve --route-by-length``: the cheapest plan with or without a prompt-length split."""
+    from layoutopt import api
+    from layoutopt.optimizer.solve import DEFAULT_MODEL, DEFAULT_SLO
+    from layoutopt.workloads.presets import default_workload
+
+    if budget is None:
+        raise InputError("--budget", None, "a budget such as 32xH100 or '$400/h' (with --route-by-length)")
+    if isl is not None or osl is not None:
+        raise InputError("--route-by-length", "with --isl/--osl", "a --workload with a spread of prompt lengths: "
+                         "fixed lengths cannot be split")
+    slo = api.load_slo(slo_path) if slo_path else DEFAULT_SLO
+    workload = api.load_workload(workload_path) if workload_path else default_workload()
+    routed = api.solve_length_routed(model or DEFAULT_MODEL, budget, slo, workload, rate_rps, mode=mode, engine=engine,
+                                     precision=precision, headroom=headroom, time_limit_s=time_limit_s,
+                                     tolerance_fraction=tolerance_fraction, gpus_path=gpus_path,
+                                     prices_path=prices_path)
+    written = api.emit_length_routed(routed, emit_dir, engine=engine) if emit_dir and routed.classes else []
+    if not _write_json(routed, output_format, output_path):
+        split = (f"split at {routed.threshold_tokens:,} prompt tokens" if routed.threshold_tokens is not None
+                 else "no split")
+        click.echo(f"{routed.model} on {routed.budget} at {routed.rate_rps:g} req/s, route by length — {split}, "
+                   f"status {routed.status}")
+        for c in routed.classes:
+            pools = ", ".join(_pool_text(p) for p in c.plan.pools)
+            click.echo(f"  {c.name} (prompts {c.min_input_tokens:,}-{c.max_input_tokens:,} tokens, "
+                       f"{c.rate_share_fraction:.0%} of requests, {c.rate_rps:.2f} req/s): {pools}; "
+                       f"${c.plan.totals.cost_usd_per_hour:,.2f}/h")
+        if routed.cost_usd_per_hour is not None:
+            click.echo(f"cost: ${routed.cost_usd_per_hour:,.2f}/h")
+        for o in routed.options:
+            where = "no split" if o.threshold_tokens is None else f"split at {o.threshold_tokens:,}"
+            shown = f"${o.cost_usd_per_hour:,.2f}/h" if o.cost_usd_per_hour is not None else "no plan"
+            click.echo(f"  {where}: {shown} ({o.status})")
+        click.echo(f"solver: {routed.status}, {routed.solver.proof}")
+        for note in routed.notes:
+            click.echo(f"note: {note}")
+        if written:
+            click.echo(f"wrote {len(written)} files to {emit_dir}")
+    if not routed.classes:
+        raise InfeasibleError(f"status {routed.status}: no plan serves the rate within the SLO, split or not", [])

@@ -312,14 +312,10 @@ def solve_fleet(fleet: FleetSpec | str | Path, budget: str | Budget | None = Non
     plans = []
     if result["members"] is not None:
         for model, m, table, member in zip(models, spec.models, tables, result["members"]):
-            outcome = SolveOutcome(status=result["status"], counts=member["counts"],
-                                   disaggregated_rate_units=member["dis"], colocated_rate_units=member["col"],
-                                   cost_units=member["cost"], objective_value=member["cost"] / COST_SCALE_PER_USD_PER_HOUR,
-                                   objective_unit="$/h", tolerance_fraction=tolerance_fraction,
-                                   proof=f"part of the fleet plan: {result['proof']}")
-            plans.append(build_plan(SearchResult(best=outcome), model=model, table=table, slo=m.slo,
-                                    workload=m.workload, objective=spec.objective, engine=engine, headroom=headroom,
-                                    budget=parsed, defaults_used=[], time_limit_s=time_limit_s))
+            plans.append(member_plan(member, result["status"], f"part of the fleet plan: {result['proof']}",
+                                     model=model, table=table, slo=m.slo, workload=m.workload,
+                                     objective=spec.objective, engine=engine, headroom=headroom, budget=parsed,
+                                     time_limit_s=time_limit_s, tolerance_fraction=tolerance_fraction))
     totals = None
     if plans and all(p.totals is not None for p in plans):
         by_type: dict[str, int] = {}
@@ -346,6 +342,19 @@ def solve_fleet(fleet: FleetSpec | str | Path, budget: str | Budget | None = Non
     return FleetPlan(status=result["status"], objective=spec.objective, budget=budget_text, plans=plans,
                      totals=totals, solver=solver_info, split=split, split_cost_usd_per_hour=split_cost,
                      saving_usd_per_hour=saving, saving_fraction=saving_fraction, notes=notes)
+
+
+def member_plan(member: dict, status: str, proof: str, *, model, table: CandidateTable, slo, workload,
+                objective: str, engine: str, headroom: float, budget: Budget, time_limit_s: float,
+                tolerance_fraction: float):
+    """The Plan of one member of a solved fleet model (its snapshot from ``solve_fleet_tables``)."""
+    outcome = SolveOutcome(status=status, counts=member["counts"], disaggregated_rate_units=member["dis"],
+                           colocated_rate_units=member["col"], cost_units=member["cost"],
+                           objective_value=member["cost"] / COST_SCALE_PER_USD_PER_HOUR, objective_unit="$/h",
+                           tolerance_fraction=tolerance_fraction, proof=proof)
+    return build_plan(SearchResult(best=outcome), model=model, table=table, slo=slo, workload=workload,
+                      objective=objective, engine=engine, headroom=headroom, budget=budget, defaults_used=[],
+                      time_limit_s=time_limit_s)
 
 
 def _naive_split(spec: FleetSpec, tables: list[CandidateTable], budget: Budget, time_limit_s: float,
