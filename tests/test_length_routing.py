@@ -111,6 +111,17 @@ def test_no_split_when_splitting_does_not_pay():
     assert routed.cost_usd_per_hour == routed.no_split_cost_usd_per_hour
 
 
+@pytest.mark.parametrize(("kwargs", "field"), [({"rate_rps": None}, "--rate"), ({"rate_rps": float("nan")}, "--rate"),
+                                               ({"rate_rps": 2, "quantiles": (1.5,)}, "quantiles"),
+                                               ({"rate_rps": 2, "time_limit_s": 0}, "--time-limit")])
+def test_bad_arguments_are_input_errors(kwargs, field):
+    from layoutopt.errors import InputError
+
+    with pytest.raises(InputError) as error:
+        solve_length_routed("qwen3-8b", "8xH100", SLO_CHAT, preset_workload("chat"), **kwargs)
+    assert error.value.field == field
+
+
 # --- the emitted front proxy ---------------------------------------------------------------------------
 
 def _split_plan():
@@ -183,6 +194,11 @@ def test_cli_route_by_length(tmp_path, capsys):
     routed = json.loads(result.output)
     assert routed["kind"] == "length-routed" and routed["threshold_tokens"] is None
     assert routed["classes"][0]["plan"]["pools"]
+    table = CliRunner().invoke(cli, ["solve", "--model", "qwen3-8b", "--budget", "8xH100+8xL40S", "--rate", "20",
+                                     "--objective", "min-cost", "--workload", str(workload), "--route-by-length",
+                                     "--time-limit", "5", "--verify", "--verify-requests", "500"])
+    assert table.exit_code == 0, table.output
+    assert "no split" in table.output and "simulated: SLO attainment" in table.output
     assert run_guarded(cli, ["solve", "--model", "qwen3-8b", "--budget", "8xH100", "--rate", "2",
                              "--route-by-length"]) == 2
     err = capsys.readouterr().err

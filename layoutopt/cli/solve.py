@@ -108,7 +108,7 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
         return
     if route_by_length:
         given = {"--fleet": fleet_path, "--scenarios": scenarios_path, "--cluster": cluster_path,
-                 "--profile": profile_path, "--verify": verify or None, "--top-k": top_k or None}
+                 "--profile": profile_path, "--top-k": top_k or None}
         for flag, value in given.items():
             if value is not None:
                 raise InputError("--route-by-length", f"with {flag}", f"--route-by-length or {flag}, not both")
@@ -116,7 +116,7 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
             raise InputError("--objective", objective, "min-cost with --route-by-length (it plans for a --rate)")
         _solve_length_routed(model, budget, slo_path, workload_path, isl, osl, rate_rps, mode, engine, precision,
                              headroom, time_limit_s, tolerance_fraction, gpus_path, prices_path, emit_dir,
-                             output_format, output_path)
+                             output_format, output_path, verify_requests if verify else None)
         return
     if scenarios_path is not None:
         _solve_robust(model, budget, scenarios_path, robust, slo_path, engine, precision, headroom, time_limit_s,
@@ -240,8 +240,11 @@ def _solve_robust(model, budget, scenarios_path, robust, slo_path, engine, preci
 
 def _solve_length_routed(model, budget, slo_path, workload_path, isl, osl, rate_rps, mode, engine, precision, headroom,
                          time_limit_s, tolerance_fraction, gpus_path, prices_path, emit_dir, output_format,
-                         output_path) -> None:
-    """``solve --route-by-length``: the cheapest plan with or without a prompt-length split."""
+                         output_path, verify_requests=None) -> None:
+    """``solve --route-by-length``: the cheapest plan with or without a prompt-length split.
+
+    ``verify_requests``: replay each class's plan in the simulator under its own class workload.
+    """
     from layoutopt import api
     from layoutopt.optimizer.solve import DEFAULT_MODEL, DEFAULT_SLO
     from layoutopt.workloads.presets import default_workload
@@ -257,6 +260,12 @@ def _solve_length_routed(model, budget, slo_path, workload_path, isl, osl, rate_
                                      precision=precision, headroom=headroom, time_limit_s=time_limit_s,
                                      tolerance_fraction=tolerance_fraction, gpus_path=gpus_path,
                                      prices_path=prices_path)
+    if verify_requests is not None and routed.classes:
+        from layoutopt.simulator.verify import verify_plan
+
+        classes = [c.model_copy(update={"plan": verify_plan(c.plan, num_requests=verify_requests)})
+                   for c in routed.classes]
+        routed = routed.model_copy(update={"classes": classes})
     written = api.emit_length_routed(routed, emit_dir, engine=engine) if emit_dir and routed.classes else []
     if not _write_json(routed, output_format, output_path):
         split = (f"split at {routed.threshold_tokens:,} prompt tokens" if routed.threshold_tokens is not None
@@ -268,6 +277,10 @@ def _solve_length_routed(model, budget, slo_path, workload_path, isl, osl, rate_
             click.echo(f"  {c.name} (prompts {c.min_input_tokens:,}-{c.max_input_tokens:,} tokens, "
                        f"{c.rate_share_fraction:.0%} of requests, {c.rate_rps:.2f} req/s): {pools}; "
                        f"${c.plan.totals.cost_usd_per_hour:,.2f}/h")
+            v = c.plan.verification
+            if v is not None:
+                click.echo(f"    simulated: SLO attainment {v.simulated_slo_attainment:.3f} at {v.rate_rps:.2f} req/s "
+                           f"({'meets' if v.meets_slo else 'misses'} the SLO)")
         if routed.cost_usd_per_hour is not None:
             click.echo(f"cost: ${routed.cost_usd_per_hour:,.2f}/h")
         for o in routed.options:

@@ -99,6 +99,10 @@ def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Wo
     rate = rate_rps if rate_rps is not None else workload.arrival_rate_rps
     if rate is None:
         raise InputError("--rate", None, "--route-by-length plans for a rate: give --rate (objective min-cost)")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+        raise InputError("--rate", rate, "a finite rate > 0 in req/s")
+    if not quantiles or any(not 0 < q < 1 for q in quantiles):
+        raise InputError("quantiles", quantiles, "prompt-length quantiles strictly between 0 and 1, e.g. (0.5, 0.9)")
     if isinstance(engine, str):
         engine = str(parse_engine_ref(engine))
     spec = get_model(model)
@@ -117,7 +121,7 @@ def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Wo
 
     thresholds = candidate_thresholds(workload, quantiles)
     splits = [None] + [split_by_input_length(workload, t) for _, t in thresholds]
-    class_rows = [[("all", 0, spec.max_context_tokens, 1.0, workload)]]
+    class_rows = [[("all", 1, spec.max_context_tokens, 1.0, workload)]]
     class_rows += [_class_rows(s, rate, spec.max_context_tokens) for s in splits[1:]]
     started = time.perf_counter()
     tables = [[table(w, rate * share) for _, _, _, share, w in rows] for rows in class_rows]

@@ -10,8 +10,11 @@ serve any prompt within the SLO's reach.
 Why a header the client sets: the routers layoutopt emits do not route by prompt length.
 vllm-router 0.1.17 and sglang-router 0.3.2 choose workers by load, cache or hash
 (``router_args.py`` policy choices: vllm_router l.165-195; sglang_router l.249, l.256-263, l.270);
-sglang-router's ``bucket`` policy (prefill only, PD mode) balances prefill load across length
-buckets whose boundaries move with load, so it cannot pin a length class to a pool. llm-d's
+sglang-router's ``bucket`` policy (a prefill policy in PD mode, choice listed at l.262) sends a
+prompt to the prefill worker whose character-count bucket holds it, but ``adjust_boundary`` moves
+the boundaries to even out load, an imbalance sends it to the least-loaded worker instead, and the
+decode worker is random (sgl-project/sglang ``sgl-router/src/policies/bucket.rs``,
+``select_worker_pair``), so it cannot pin a length class to the pools sized for it. llm-d's
 inference scheduler does route by prompt length: the ``context-length-aware`` plugin
 (llm-d-inference-scheduler v0.8.0, ``pkg/epp/framework/plugins/scheduling/scorer/contextlengthaware/
 context_length_aware.go`` l.21, l.24, l.41, l.113-145; registered in ``pkg/epp/framework/plugins/
