@@ -6,7 +6,10 @@ median and mean absolute % error of TTFT and TPOT, share within 20 % and median 
 Disaggregated rows whose worker counts the CSV leaves blank cannot be replayed exactly (the
 measurements README); they are left out of the figures and counted as such.
 
-    python benchmarks/accuracy.py [CSV ...] [--engine vllm] [--leave-one-gpu-out] [--json]
+    python benchmarks/accuracy.py [CSV ...] [--engine vllm] [--leave-one-gpu-out] [--breakdown] [--json]
+
+``--breakdown`` adds, per GPU, the TTFT and TPOT error by mode, dense/MoE, precision and client
+concurrency (every row of the CSVs is a closed-loop run, so there is no open-loop split).
 
 Without CSVs: ``reference/measurements/h100_sxm.csv`` and ``b200_sxm.csv``.
 Targets: TPOT MdAPE <= 10 %, TTFT MdAPE <= 20 %, >= 95 % of replayable rows predicted; leave
@@ -102,16 +105,80 @@ def evaluate_cases(cases, left, profiles=None) -> dict:
     return report
 
 
+CONCURRENCY_BINS = ((1, 1), (2, 4), (5, 16), (17, 64), (65, 256), (257, 10**9))
+
+
+def _concurrency_bin(concurrency: float) -> str:
+    for low, high in CONCURRENCY_BINS:
+        if concurrency <= high:
+            return f"N {low}-{high}" if high < 10**9 else f"N >={low}"
+    return "N ?"
+
+
+def _is_moe(model_id: str) -> bool:
+    from layoutopt.model_catalog.catalog import get_model
+
+    return get_model(model_id).is_moe
+
+
+BREAKDOWNS = {
+    "mode": lambda c: c.mode,
+    "kind": lambda c: "moe" if _is_moe(c.model_id) else "dense",
+    "precision": lambda c: (c.layout or c.decode_layout).weight_precision,
+    "concurrency": lambda c: _concurrency_bin(c.concurrency),
+    "engine x mode x kind": lambda c: f"{c.engine}/{c.mode}/{'moe' if _is_moe(c.model_id) else 'dense'}",
+}
+
+
+def breakdown(cases, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, dict[str, dict]]:
+    """{dimension: {"GPU/value": {"rows", "ttft", "tpot"}}}: the error of the predicted rows split
+    by each of BREAKDOWNS, per GPU."""
+    out: dict[str, dict[str, dict]] = {}
+    for name, key in BREAKDOWNS.items():
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, case in enumerate(cases):
+            groups[f"{case.gpu}/{key(case)}"].append(i)
+        out[name] = {}
+        for label in sorted(groups, key=_label_order):
+            idx = np.array(groups[label], dtype=int)
+            meas_ttft = np.array([cases[i].ttft_ms for i in idx])
+            meas_tpot = np.array([cases[i].tpot_ms for i in idx])
+            out[name][label] = {"rows": len(idx), "ttft": error_summary(ttft[idx], meas_ttft),
+                                "tpot": error_summary(tpot[idx], meas_tpot)}
+    return out
+
+
+def _label_order(label: str) -> tuple:
+    """GPU, then concurrency bins in numeric order, other values alphabetically."""
+    gpu, _, value = label.partition("/")
+    if value.startswith("N "):
+        return gpu, int("".join(ch for ch in value.split("-")[0] if ch.isdigit()) or 0), value
+    return gpu, 0, value
+
+
+def render_breakdown(tables: dict[str, dict[str, dict]]) -> str:
+    lines = []
+    for name, table in tables.items():
+        lines.append(f"-- by {name}")
+        lines.append(f"{'gpu/' + name:<28}{'rows':>6}  {'TTFT MdAPE':>10}{'MAPE':>8}{'<=20%':>7}{'signed':>8}"
+                     f"  {'TPOT MdAPE':>10}{'MAPE':>8}{'<=20%':>7}{'signed':>8}")
+        for label, r in table.items():
+            lines.append(f"{label:<28}{r['rows']:>6}  {_cols(r['ttft'])}  {_cols(r['tpot'])}")
+    return "\n".join(lines)
+
+
+def _cols(s: dict) -> str:
+    if not s or not s.get("rows"):
+        return f"{'-':>10}{'-':>8}{'-':>7}{'-':>8}"
+    return f"{s['mdape']:>9.1f}%{s['mape']:>7.0f}%{s['within_20']:>6.0f}%{s['median_signed']:>+7.1f}%"
+
+
 def render(report: dict, title: str = "") -> str:
     lines = [title] if title else []
     lines.append(f"{'gpu/engine/mode':<24}{'rows':>6}{'repl':>6}{'pred':>6}  {'TTFT MdAPE':>10}{'MAPE':>8}"
                  f"{'<=20%':>7}{'signed':>8}  {'TPOT MdAPE':>10}{'MAPE':>8}{'<=20%':>7}{'signed':>8}")
 
-    def cols(s: dict) -> str:
-        if not s or not s.get("rows"):
-            return f"{'-':>10}{'-':>8}{'-':>7}{'-':>8}"
-        return f"{s['mdape']:>9.1f}%{s['mape']:>7.0f}%{s['within_20']:>6.0f}%{s['median_signed']:>+7.1f}%"
-
+    cols = _cols
     for key, r in report.items():
         lines.append(f"{key:<24}{r['rows']:>6}{r['replayable']:>6}{r['predicted']:>6}  {cols(r['ttft'])}  "
                      f"{cols(r['tpot'])}")
@@ -154,6 +221,8 @@ def main() -> None:
     parser.add_argument("csv", nargs="*", help="measurement CSVs (default: H100 and B200)")
     parser.add_argument("--engine", help="only this engine (vllm, sglang, trtllm)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also split the errors by mode, dense/MoE, precision and concurrency")
     parser.add_argument("--leave-one-gpu-out", action="store_true",
                         help="also predict each GPU's rows with the profile fitted on the other generation")
     args = parser.parse_args()
@@ -163,15 +232,22 @@ def main() -> None:
             parser.error(f"measurement CSV not found: {path} (pass its path as an argument)")
     cases, left = load_all(paths, args.engine)
     report = evaluate_cases(cases, left)
+    split = None
+    if args.breakdown:
+        ttft, tpot, _ = predict_all(cases)
+        split = breakdown(cases, ttft, tpot)
     if args.json and not args.leave_one_gpu_out:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report if split is None else {"in_sample": report, "breakdown": split}, indent=2))
         return
     logo = evaluate_cases(cases, left, other_generation_profile) if args.leave_one_gpu_out else None
     if args.json:
-        print(json.dumps({"in_sample": report, "leave_one_gpu_out": logo}, indent=2))
+        print(json.dumps({"in_sample": report, "leave_one_gpu_out": logo, "breakdown": split}, indent=2))
         return
     print(render(report, "== each GPU with its own generation's profile"))
     print("targets:\n" + targets(report, 10.0, 20.0, 95.0))
+    if split is not None:
+        print()
+        print(render_breakdown(split))
     if logo:
         print()
         print(render(logo, "== leave-one-GPU-out: H100 rows with the profile fitted on B200, B200 rows with "

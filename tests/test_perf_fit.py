@@ -88,3 +88,30 @@ def test_fit_profile_says_how_many_cases_it_needs_and_which_parameters_exist():
         fit_profile(cases, "vllm", ["warp_speed"])
     with pytest.raises(InputError, match="loss"):
         fit_profile(cases * 3, "vllm", ["gemm_efficiency"], loss="quartic")
+
+
+def test_accuracy_breakdown_splits_errors_by_concurrency_kind_and_precision():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from accuracy import breakdown, render_breakdown
+
+    def case(rid, model, conc, precision, ttft):
+        return MeasuredCase(rid, "vllm", "agg", model, 1024, 128, float(conc), Layout(weight_precision=precision),
+                            None, 1, None, 1, None, ttft, 10.0, gpu="H100-SXM")
+
+    cases = [case("a", "meta-llama/Llama-3.1-8B-Instruct", 4, "fp8", 100.0),
+             case("b", "meta-llama/Llama-3.1-8B-Instruct", 128, "bf16", 100.0),
+             case("c", "Qwen/Qwen3-30B-A3B", 128, "fp8", 100.0)]
+    # Predicted TTFT 10 % high, 50 % low, 30 % low; TPOT exact.
+    tables = breakdown(cases, np.array([110.0, 50.0, 70.0]), np.array([10.0, 10.0, 10.0]))
+    conc = tables["concurrency"]
+    assert list(conc) == ["H100-SXM/N 2-4", "H100-SXM/N 65-256"]
+    assert conc["H100-SXM/N 2-4"]["ttft"]["median_signed"] == pytest.approx(10.0)
+    assert conc["H100-SXM/N 65-256"]["rows"] == 2
+    assert conc["H100-SXM/N 65-256"]["ttft"]["mdape"] == pytest.approx(40.0)
+    assert tables["kind"]["H100-SXM/moe"]["ttft"]["median_signed"] == pytest.approx(-30.0)
+    assert tables["precision"]["H100-SXM/bf16"]["ttft"]["mdape"] == pytest.approx(50.0)
+    assert tables["precision"]["H100-SXM/fp8"]["tpot"]["mdape"] == pytest.approx(0.0)
+    assert "-- by concurrency" in render_breakdown(tables)
