@@ -21,7 +21,7 @@ CASES = [
                                    "note: placed "], 0),
     (["solve", "--budget", "8xH100"], ["Placement", "hgx-h100-8-n0", "prefill-0-0"], 0),
     (["solve", "--cluster", FRAGMENTED, "--model", "llama-3.1-70b", "--isl", "2000", "--osl", "200"],
-     ["fragmented-h100", "Placement", "decode-1-0"], 0),
+     ["fragmented-h100", "Placement", "prefill-0-0", "decode-"], 0),
     (["solve", "--cluster", TWO_RACKS, "--spread-racks"], ["spread over racks", "more"], 0),
     (["solve", "--cluster", TWO_RACKS, "--budget", "16xH100"], ["at most 16xH100", "Placement"], 0),
     (["solve", "--cluster", FRAGMENTED, "--model", "deepseek-v3"], ["why:", "16 H100-SXM GPUs"], 1),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from importlib import resources
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,7 +52,16 @@ class EngineProfile(BaseModel):
                                           "top-k, permute and un-permute kernel launches")
     max_num_batched_tokens: int = Field(gt=0, description="token budget of one scheduler step (chunked prefill); "
                                                          "activation memory is sized for it")
-    runtime_reserve_gib: float = Field(ge=0, description="CUDA context, graphs, allocator slack per GPU")
+    runtime_reserve_gib: float = Field(ge=0, description="memory per GPU outside weights, activations and KV that "
+                                       "the engine's KV budget subtracts (see kv_memory_policy)")
+    kv_memory_policy: Literal["utilization", "static_fraction", "fixed_reserve"] = Field(
+        default="fixed_reserve", description="how the engine sizes its KV cache (perf_model/memory.py): "
+        "'utilization' (vLLM) gpu_memory_fraction x HBM minus the profiled peak (weights, activations, "
+        "runtime_reserve_gib); 'static_fraction' (SGLang) mem_fraction_static x HBM minus weights, the fraction "
+        "from SGLang's own default rule; 'fixed_reserve' gpu_memory_fraction x HBM minus weights, activations "
+        "and runtime_reserve_gib (engines whose policy is not modelled from source)")
+    gpu_memory_fraction: float = Field(default=0.9, gt=0, le=1, description="share of HBM the engine budgets "
+                                       "(vLLM --gpu-memory-utilization); unused by 'static_fraction'")
     nccl_buffer_gib: float = Field(ge=0, description="communicator buffers per GPU of a multi-GPU instance")
     closed_loop_cohort_fraction: float = Field(ge=0, description="f in prompts ahead = f (N - 1)^alpha")
     closed_loop_cohort_exponent: float = Field(ge=0, le=1, description="alpha: 0 constant cohort, 1 whole rounds")

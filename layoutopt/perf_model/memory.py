@@ -1,9 +1,24 @@
 """Memory per GPU of an instance and the divisibility rules of a layout.
 
-Budget per GPU (vLLM's accounting): ``gpu_memory_utilization x HBM`` holds the weights of the
-GPU's shard, the peak activations of the largest step, a runtime reserve (CUDA context and graphs,
-NCCL buffers; AIConfigurator reserves 3.5 GiB plus ~0.4 GiB NCCL [AIC-*]) and what remains is KV
-cache. The largest batch that fits at a context length bounds decode concurrency.
+The KV cache per GPU is what the engine's own sizing rule leaves (``EngineProfile.kv_memory_policy``):
+
+- vLLM (``utilization``): ``gpu_memory_utilization x total`` (``request_memory``,
+  vllm/v1/worker/utils.py:724) minus the profiled peak: weights, the activations of the
+  ``max_num_batched_tokens`` profile run, non-torch allocations and the CUDA-graph estimate
+  (``available_kv_cache_memory_bytes``, vllm/v1/worker/gpu_worker.py:748-752). The default
+  utilization is 0.92 in vLLM 0.33 (vllm/config/cache.py:215; 0.9 in 0.13). The CUDA context sits
+  outside the fraction, so the runtime reserve is the graphs and communicator buffers only.
+- SGLang (``static_fraction``): ``mem_fraction_static x total`` holds the weights and the KV pool
+  (sglang/srt/arg_groups/memory_hook.py:60); unset, the fraction is
+  ``(total - reserved) / total`` with reserved = 512 MiB + 1.5 MiB x max(chunked_prefill_size,
+  2048) + tp x pp / 8 GiB + the CUDA-graph reserve, at least 10 GiB on GPUs above 60 GiB
+  (memory_hook.py:309-325; graph reserve :357-378, chunked_prefill_size and decode graph max_bs
+  by GPU memory :90-170 of SGLang 0.5.23; the same rule for these GPUs in 0.5.3, server_args.py:638-673).
+- Other engines (``fixed_reserve``): ``gpu_memory_fraction x HBM`` minus weights, activations and
+  a fixed runtime reserve (AIConfigurator's 3.5 GiB plus ~0.4 GiB NCCL [AIC-*]); TensorRT-LLM's
+  own rule (a fraction of the memory free after loading) is not modelled from its source.
+
+The largest batch that fits at a context length bounds decode concurrency.
 """
 
 from __future__ import annotations
@@ -30,6 +45,52 @@ from layoutopt.perf_model.compute import context_shards, expert_bytes_per_value,
 from layoutopt.plan import Layout
 
 _GIB = 2.0**30
+_MIB = 2.0**20
+
+
+def sglang_default_chunked_prefill_tokens(gpu: GpuSpec) -> int:
+    """SGLang's chunked_prefill_size when unset, by GPU memory (memory_hook.py:90-170, 0.5.23)."""
+    mib = gpu.memory_bytes / _MIB
+    if mib < 20 * 1024:
+        return 2048
+    if mib < 60 * 1024:
+        return 4096
+    return 8192 if mib < 160 * 1024 else 16384
+
+
+def _sglang_decode_graph_max_bs(gpu: GpuSpec, tp: int) -> int:
+    """Largest decode CUDA-graph batch SGLang captures when unset (memory_hook.py:90-170, 0.5.23)."""
+    mib = gpu.memory_bytes / _MIB
+    if mib < 20 * 1024:
+        return 8
+    if mib < 35 * 1024:
+        return 48 if tp < 4 else 160
+    if mib < 60 * 1024:
+        return 32 if tp < 4 else 160
+    if mib < 160 * 1024:
+        return 256 if tp < 4 else 512
+    return 512
+
+
+def sglang_mem_fraction_static(gpu: GpuSpec, layout: Layout, chunked_prefill_tokens: int | None = None) -> float:
+    """SGLang's default ``mem_fraction_static`` for one server (sglang/srt/arg_groups/memory_hook.py
+    of 0.5.23: reserved MiB at :309-315, the fraction at :325, the graph reserve at :357-378).
+
+    SGLang's ``tp_size`` counts every GPU of a pipeline stage (attention DP ranks included), its
+    ``attn_dp_size`` is the layout's dp. Not modelled: DeepEP buffers (+2 GiB with
+    ``--moe-a2a-backend deepep``), prefill CUDA graphs, the VLM and post-capture variants.
+    """
+    gpu_mib = gpu.memory_bytes / _MIB
+    tp = layout.tp_size * layout.dp_size
+    chunk = chunked_prefill_tokens or sglang_default_chunked_prefill_tokens(gpu)
+    max_bs = _sglang_decode_graph_max_bs(gpu, tp)
+    graph = max_bs * 2.0
+    if layout.dp_size > 1:
+        graph += max_bs * layout.dp_size * 3.0 + (max_bs * layout.dp_size * 1.5 if max_bs > 300 else 0.0)
+    reserved = 512.0 + max(chunk, 2048) * 1.5 + tp * layout.pp_size / 8 * 1024 + graph
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024.0)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
 class MemoryBreakdown(BaseModel):
@@ -37,7 +98,7 @@ class MemoryBreakdown(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    usable_bytes: float             # gpu_memory_utilization x HBM
+    usable_bytes: float             # what the engine budgets (vLLM: gpu_memory_utilization x HBM; SGLang: all of it)
     weights_bytes: float
     activation_bytes: float
     reserve_bytes: float
@@ -84,20 +145,36 @@ def activation_bytes_per_gpu(model: ModelSpec, layout: Layout, max_num_batched_t
     return max_num_batched_tokens / layout.pcp_size * per_token + logits
 
 
+def _budget(gpu: GpuSpec, layout: Layout, profile, activation_bytes: float,
+            fraction: float | None) -> tuple[float, float]:
+    """(usable bytes, reserve bytes) per GPU under the engine's KV policy; KV = usable - weights -
+    activations - reserve. ``fraction`` overrides the engine's (utilization or static fraction)."""
+    if profile.kv_memory_policy == "static_fraction":
+        static = fraction if fraction is not None else sglang_mem_fraction_static(
+            gpu, layout, profile.max_num_batched_tokens)
+        # The static pool is weights + KV; activations and graphs live in the rest of the GPU.
+        headroom = (1.0 - static) * gpu.memory_bytes
+        return gpu.memory_bytes, max(headroom - activation_bytes, 0.0)
+    reserve_gib = profile.runtime_reserve_gib + (profile.nccl_buffer_gib if layout.gpus_per_instance > 1 else 0.0)
+    share = fraction if fraction is not None else profile.gpu_memory_fraction
+    return gpu.memory_bytes * share, reserve_gib * _GIB
+
+
 @identity_memo
 @lru_cache(maxsize=4096)
 def _coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: EngineLike,
-                  gpu_memory_utilization: float) -> _MemoryCoefficients:
+                  gpu_memory_utilization: float | None) -> _MemoryCoefficients:
     profile = resolve_engine(engine, gpu)
     stage_fraction = math.ceil(model.num_layers / layout.pp_size) / model.num_layers
     kv_factor = kv_head_share(model, layout) / context_shards(layout) * BYTES_PER_VALUE[layout.kv_precision]
     per_layer_token = model.kv_values_per_token_per_layer * kv_factor * stage_fraction
-    reserve_gib = profile.runtime_reserve_gib + (profile.nccl_buffer_gib if layout.gpus_per_instance > 1 else 0.0)
+    activation = activation_bytes_per_gpu(model, layout, profile.max_num_batched_tokens)
+    usable, reserve = _budget(gpu, layout, profile, activation, gpu_memory_utilization)
     return _MemoryCoefficients(
-        usable_bytes=gpu.memory_bytes * gpu_memory_utilization,
+        usable_bytes=usable,
         weights_bytes=weight_bytes_per_gpu(model, layout),
-        activation_bytes=activation_bytes_per_gpu(model, layout, profile.max_num_batched_tokens),
-        reserve_bytes=reserve_gib * _GIB,
+        activation_bytes=activation,
+        reserve_bytes=reserve,
         kv_bytes_per_token_full=model.num_full_attention_layers * per_layer_token,
         kv_bytes_per_token_sliding=model.num_sliding_window_layers * per_layer_token,
         sliding_window_tokens=float(model.sliding_window_tokens or 0),
@@ -107,21 +184,28 @@ def _coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: Engine
 
 
 def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: float, engine: EngineLike = "vllm",
-                     gpu_memory_utilization: float = 0.9) -> MemoryBreakdown:
+                     gpu_memory_utilization: float | None = None) -> MemoryBreakdown:
     """Memory of the fullest GPU, and how many sequences of ``context_tokens`` the instance holds.
+
+    ``gpu_memory_utilization`` overrides the engine's share of HBM (vLLM's flag; SGLang's
+    mem_fraction_static under its policy); None takes the engine's default rule (module doc).
 
     KV per sequence per GPU: full layers x context + sliding layers x min(context, window), heads
     split over TP (replicated beyond the KV-head count; MLA's latent on every rank), the sequence
     split over DCP x PCP, plus the linear-attention state (heads split over TP).
     """
-    if not 0 < gpu_memory_utilization <= 1:
-        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    _check_fraction(gpu_memory_utilization)
     c = _coefficients(model, gpu, layout, engine, gpu_memory_utilization)
     kv_capacity, per_sequence, fits = _fit(c, context_tokens)
     return MemoryBreakdown.model_construct(
         usable_bytes=c.usable_bytes, weights_bytes=c.weights_bytes, activation_bytes=c.activation_bytes,
         reserve_bytes=c.reserve_bytes, kv_capacity_bytes=kv_capacity, kv_bytes_per_sequence=per_sequence,
         max_batch_size=fits)
+
+
+def _check_fraction(fraction: float | None) -> None:
+    if fraction is not None and not 0 < fraction <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {fraction}")
 
 
 def _fit(c: _MemoryCoefficients, context_tokens: float) -> tuple[float, float, int]:
@@ -135,15 +219,14 @@ def _fit(c: _MemoryCoefficients, context_tokens: float) -> tuple[float, float, i
 
 
 def max_batch_size(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: float, engine: EngineLike = "vllm",
-                   gpu_memory_utilization: float = 0.9) -> int:
+                   gpu_memory_utilization: float | None = None) -> int:
     """Sequences of ``context_tokens`` the instance holds in KV cache; 0 when weights do not fit."""
-    if not 0 < gpu_memory_utilization <= 1:
-        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    _check_fraction(gpu_memory_utilization)
     return _fit(_coefficients(model, gpu, layout, engine, gpu_memory_utilization), context_tokens)[2]
 
 
 def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: float, engine: EngineLike = "vllm",
-               gpu_memory_utilization: float = 0.9) -> MemoryBreakdown:
+               gpu_memory_utilization: float | None = None) -> MemoryBreakdown:
     """The breakdown when at least one sequence of ``context_tokens`` fits; else LayoutError saying
     by how many GiB per GPU it misses."""
     mem = memory_breakdown(model, gpu, layout, context_tokens, engine, gpu_memory_utilization)
@@ -155,8 +238,8 @@ def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: f
         f"{model.name} on {gpu.name} needs {need / _GIB:.1f} GiB per GPU (weights {mem.weights_bytes / _GIB:.1f}, "
         f"activations {mem.activation_bytes / _GIB:.1f}, reserve {mem.reserve_bytes / _GIB:.1f}, KV of one "
         f"{context_tokens:g}-token sequence {mem.kv_bytes_per_sequence / _GIB:.2f}) but "
-        f"{gpu_memory_utilization:g} x {gpu.memory_gib:g} GiB = {mem.usable_bytes / _GIB:.1f} GiB is usable: "
-        f"misses by {(need - mem.usable_bytes) / _GIB:.1f} GiB",
+        f"{mem.usable_bytes / gpu.memory_bytes:.3g} x {gpu.memory_gib:g} GiB = {mem.usable_bytes / _GIB:.1f} GiB "
+        f"is usable: misses by {(need - mem.usable_bytes) / _GIB:.1f} GiB",
         hint="raise tp_size or pp_size, or use a smaller weight or KV precision")
 
 

@@ -17,6 +17,6 @@ exec python3 -m sglang.launch_server \
   --quantization fp8 \
   --kv-cache-dtype fp8_e4m3 \
   --max-running-requests 256 \
-  --mem-fraction-static 0.84 \
+  --mem-fraction-static 0.81 \
   --disaggregation-mode decode \
   --disaggregation-transfer-backend nixl

@@ -16,7 +16,7 @@ exec python3 -m sglang.launch_server \
   --tp-size 4 \
   --quantization fp8 \
   --max-running-requests 16 \
-  --mem-fraction-static 0.84 \
+  --mem-fraction-static 0.82 \
   --disaggregation-mode prefill \
   --disaggregation-transfer-backend nixl \
   --disaggregation-bootstrap-port 8999

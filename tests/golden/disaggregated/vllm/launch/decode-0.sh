@@ -18,5 +18,5 @@ exec vllm serve meta-llama/Llama-3.1-70B \
   --quantization fp8 \
   --kv-cache-dtype fp8 \
   --max-num-seqs 256 \
-  --gpu-memory-utilization 0.90 \
+  --gpu-memory-utilization 0.92 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'

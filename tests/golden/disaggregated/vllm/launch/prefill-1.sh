@@ -17,5 +17,5 @@ exec vllm serve meta-llama/Llama-3.1-70B \
   --pipeline-parallel-size 1 \
   --quantization fp8 \
   --max-num-seqs 16 \
-  --gpu-memory-utilization 0.90 \
+  --gpu-memory-utilization 0.92 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

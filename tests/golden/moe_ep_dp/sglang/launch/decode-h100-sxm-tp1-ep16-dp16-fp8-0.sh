@@ -12,6 +12,7 @@ set -euo pipefail
 NODE_RANK="${NODE_RANK:?set NODE_RANK to 0..1}"
 case "$NODE_RANK" in
   0)  # node-1
+    # NOTE: the planned batch of 512 exceeds the 464 sequences of 2400 tokens that fit in KV cache; the engine queues or preempts the rest
     export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7
     export SGLANG_HOST_IP="${NODE_IP:-node-1}"
     exec python3 -m sglang.launch_server \
@@ -23,7 +24,7 @@ case "$NODE_RANK" in
       --ep-size 16 \
       --kv-cache-dtype fp8_e4m3 \
       --max-running-requests 512 \
-      --mem-fraction-static 0.84 \
+      --mem-fraction-static 0.35 \
       --disaggregation-mode decode \
       --disaggregation-transfer-backend nixl \
       --dist-init-addr node-1:20001 \
@@ -42,7 +43,7 @@ case "$NODE_RANK" in
       --ep-size 16 \
       --kv-cache-dtype fp8_e4m3 \
       --max-running-requests 512 \
-      --mem-fraction-static 0.84 \
+      --mem-fraction-static 0.35 \
       --disaggregation-mode decode \
       --disaggregation-transfer-backend nixl \
       --dist-init-addr node-1:20001 \

@@ -17,7 +17,7 @@ exec python3 -m sglang.launch_server \
   --attn-dp-size 8 \
   --ep-size 8 \
   --max-running-requests 32 \
-  --mem-fraction-static 0.86 \
+  --mem-fraction-static 0.77 \
   --disaggregation-mode prefill \
   --disaggregation-transfer-backend nixl \
   --disaggregation-bootstrap-port 8998

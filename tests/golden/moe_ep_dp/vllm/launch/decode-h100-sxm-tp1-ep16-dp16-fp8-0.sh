@@ -24,7 +24,7 @@ case "$NODE_RANK" in
       --enable-expert-parallel \
       --kv-cache-dtype fp8 \
       --max-num-seqs 32 \
-      --gpu-memory-utilization 0.90 \
+      --gpu-memory-utilization 0.92 \
       --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' \
       --data-parallel-size-local 8 \
       --data-parallel-address node-1 \
@@ -43,7 +43,7 @@ case "$NODE_RANK" in
       --enable-expert-parallel \
       --kv-cache-dtype fp8 \
       --max-num-seqs 32 \
-      --gpu-memory-utilization 0.90 \
+      --gpu-memory-utilization 0.92 \
       --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' \
       --data-parallel-size-local 8 \
       --data-parallel-address node-1 \

@@ -18,5 +18,5 @@ exec vllm serve Qwen/Qwen3-235B-A22B-FP8 \
   --data-parallel-size 8 \
   --enable-expert-parallel \
   --max-num-seqs 4 \
-  --gpu-memory-utilization 0.90 \
+  --gpu-memory-utilization 0.92 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

@@ -19,7 +19,7 @@ case "$NODE_RANK" in
       --tp-size 8 \
       --pp-size 2 \
       --max-running-requests 64 \
-      --mem-fraction-static 0.83 \
+      --mem-fraction-static 0.80 \
       --dist-init-addr gpu-node-01:20000 \
       --nnodes 2 \
       --node-rank 0
@@ -33,7 +33,7 @@ case "$NODE_RANK" in
       --tp-size 8 \
       --pp-size 2 \
       --max-running-requests 64 \
-      --mem-fraction-static 0.83 \
+      --mem-fraction-static 0.80 \
       --dist-init-addr gpu-node-01:20000 \
       --nnodes 2 \
       --node-rank 1

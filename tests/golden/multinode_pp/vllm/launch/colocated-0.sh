@@ -19,7 +19,7 @@ case "$NODE_RANK" in
       --tensor-parallel-size 8 \
       --pipeline-parallel-size 2 \
       --max-num-seqs 64 \
-      --gpu-memory-utilization 0.90 \
+      --gpu-memory-utilization 0.92 \
       --distributed-executor-backend ray
     ;;
   1)  # gpu-node-02
