@@ -152,8 +152,26 @@ def _split_plan():
                                      "saving_usd_per_hour": routed.no_split_cost_usd_per_hour - cost})
 
 
+def _envoy_pick(routes, headers):
+    """The route action Envoy takes for ``headers``: the first route whose header matchers all hold."""
+    def holds(matcher):
+        value = headers.get(matcher["name"])
+        if value is None:
+            return False
+        if "string_match" in matcher:
+            return value == matcher["string_match"]["exact"]
+        if not value.lstrip("+-").isdigit():
+            return False  # range_match needs the whole value to be a base-10 integer
+        return matcher["range_match"]["start"] <= int(value) < matcher["range_match"]["end"]
+
+    for route in routes:
+        if all(holds(m) for m in route["match"].get("headers", [])):
+            return route["route"]
+    return None
+
+
 def test_emitted_envoy_config_routes_each_class_to_its_own_router(tmp_path):
-    from layoutopt.report.length_router import CLASS_HEADER, class_of, emit_length_routed
+    from layoutopt.report.length_router import CLASS_HEADER, class_of, emit_length_routed, short_body_bytes
 
     routed = _split_plan()
     written = emit_length_routed(routed, tmp_path, namespace="serving")
@@ -164,15 +182,24 @@ def test_emitted_envoy_config_routes_each_class_to_its_own_router(tmp_path):
     manager = listener["filter_chains"][0]["filters"][0]["typed_config"]
     routes = manager["route_config"]["virtual_hosts"][0]["routes"]
     clusters = {c["name"]: c for c in config["static_resources"]["clusters"]}
-    by_header = {r["match"]["headers"][0]["string_match"]["exact"]: r["route"] for r in routes if "headers" in r["match"]}
+    by_header = {r["match"]["headers"][0]["string_match"]["exact"]: r["route"] for r in routes
+                 if "headers" in r["match"] and "string_match" in r["match"]["headers"][0]}
     assert set(by_header) == {"short", "long"} and routes[-1]["route"] == by_header["long"]  # no header: long
+    t = routed.threshold_tokens
+    limit = short_body_bytes(t)
+    # Envoy's order: the first route whose matchers all hold (string_match exact; range_match [start, end)).
+    cases = [({CLASS_HEADER: "short", "content-length": "999999"}, "short"),
+             ({CLASS_HEADER: "long", "content-length": "10"}, "long"),
+             ({"content-length": str(limit)}, "short"), ({"content-length": str(limit + 1)}, "long"),
+             ({}, "long"), ({"content-length": "junk"}, "long")]
+    for headers, expected in cases:
+        assert _envoy_pick(routes, headers) == by_header[expected], (headers, expected)
     for name, route in by_header.items():
         targets = [route["cluster"]] if "cluster" in route else [w["name"] for w in route["weighted_clusters"]["clusters"]]
         for target in targets:
             address = clusters[target]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
             assert address["socket_address"]["address"].endswith(f".serving-{name}.svc.cluster.local")
     assert routes[0]["match"]["headers"][0]["name"] == CLASS_HEADER
-    t = routed.threshold_tokens
     assert (class_of(t, t), class_of(t + 1, t)) == ("short", "long")
     readme = (tmp_path / "length-routing" / "README.md").read_text()
     assert f"at most {t:,} tokens" in readme and "llm-d.ai/context-length-range" in readme

@@ -3,11 +3,15 @@
 Each length class is a plan of its own, emitted as ``layoutopt emit`` emits any plan into
 ``<class>/`` with the Kubernetes namespace ``<namespace>-<class>`` (so the classes' pools and
 routers never share a name). In front of them, ``length-routing/envoy.yaml`` is an Envoy static
-configuration that sends a request to its class's router by the ``x-layoutopt-length-class``
-header (``short`` or ``long``); a request without the header goes to the long class, whose pools
-serve any prompt within the SLO's reach.
+configuration that sends a request to its class's router: by the ``x-layoutopt-length-class``
+header (``short`` or ``long``) when the client sets it (exact: the client counts its tokens), else
+by the body's size, ``content-length`` <= ``BYTES_PER_TOKEN`` x threshold + ``ENVELOPE_BYTES``
+going to the short class (an estimate: about 4 bytes per token of English text, the ratio llm-d's
+scheduler falls back to, ``charToTokenMultiplier = 0.25`` in the file cited below, l.29); a
+request with neither (HTTP/2 may omit content-length) goes to the long class, whose pools serve any
+prompt within the SLO's reach.
 
-Why a header the client sets: the routers layoutopt emits do not route by prompt length.
+Why a front proxy: the routers layoutopt emits do not route by prompt length.
 vllm-router 0.1.17 and sglang-router 0.3.2 choose workers by load, cache or hash
 (``router_args.py`` policy choices: vllm_router l.165-195; sglang_router l.249, l.256-263, l.270);
 sglang-router's ``bucket`` policy (a prefill policy in PD mode, choice listed at l.262) sends a
@@ -21,9 +25,12 @@ context_length_aware.go`` l.21, l.24, l.41, l.113-145; registered in ``pkg/epp/f
 register.go`` l.48) filters pods by a ``llm-d.ai/context-length-range: "min-max"`` label; on llm-d,
 label each class's pods with its range instead of using this proxy (``length-routing/README.md``).
 
-Envoy fields (v3 API, ``envoy/config/route/v3/route_components.proto``): ``RouteMatch.headers`` with
-``HeaderMatcher.string_match.exact``; ``RouteAction.weighted_clusters`` for a class with two routers
-(a mixed plan), weighted by their planned traffic share; ``timeout: 0s`` so streamed answers are not cut.
+Envoy fields (v3 API, ``api/envoy/config/route/v3/route_components.proto``): ``RouteMatch.headers``
+with ``HeaderMatcher.string_match`` (field 13) and ``HeaderMatcher.range_match`` (field 6, an
+``Int64Range`` [start, end) matched against the whole header value as a base-10 integer); routes are
+tried in order, the first match wins; ``RouteAction.weighted_clusters`` for a class with two routers
+(a mixed plan), weighted by their planned traffic share; ``timeout: 0s`` so streamed answers are not
+cut. The config was checked for shape here, not loaded by an Envoy binary.
 """
 
 from __future__ import annotations
@@ -42,6 +49,13 @@ CLASS_HEADER = "x-layoutopt-length-class"
 PROXY_PORT = 8000
 ENVOY_IMAGE = "envoyproxy/envoy:v1.34-latest"
 LLM_D_LABEL = "llm-d.ai/context-length-range"
+BYTES_PER_TOKEN = 4  # body bytes per prompt token, English text (llm-d's fallback: 0.25 tokens per character)
+ENVELOPE_BYTES = 512  # the JSON around the prompt: model name, sampling parameters, chat message wrappers
+
+
+def short_body_bytes(threshold_tokens: int) -> int:
+    """The largest request body (bytes) routed to the short class when the client sets no class header."""
+    return BYTES_PER_TOKEN * threshold_tokens + ENVELOPE_BYTES
 
 
 def class_endpoints(plan, namespace: str) -> list[tuple[str, int, float]]:
@@ -73,8 +87,11 @@ def envoy_config(routed: LengthRoutedPlan, namespace: str = "default") -> dict[s
         routes.append((c.name, action))
     route_list = [{"name": name, "match": {"prefix": "/", "headers": [
         {"name": CLASS_HEADER, "string_match": {"exact": name}}]}, "route": action} for name, action in routes]
-    long_action = dict(routes)["long"]
-    route_list.append({"name": "default-long", "match": {"prefix": "/"}, "route": long_action})
+    by_name = dict(routes)
+    route_list.append({"name": "short-by-size", "match": {"prefix": "/", "headers": [
+        {"name": "content-length", "range_match": {"start": 0, "end": short_body_bytes(routed.threshold_tokens) + 1}}]},
+        "route": by_name["short"]})
+    route_list.append({"name": "default-long", "match": {"prefix": "/"}, "route": by_name["long"]})
     manager = {
         "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3."
                  "HttpConnectionManager",
@@ -115,10 +132,14 @@ def routing_readme(routed: LengthRoutedPlan, namespace: str) -> str:
               f"(image `{ENVOY_IMAGE}`), listening on port {PROXY_PORT}. Its upstreams are the classes' "
               "Kubernetes Services; outside Kubernetes, replace each `socket_address` with the host running "
               "that class's `router/router.sh`.",
-              f"2. Clients send `{CLASS_HEADER}: short` when the prompt has at most {t:,} tokens (counted with the "
-              f"model's tokenizer), `{CLASS_HEADER}: long` otherwise. Without the header a request goes to the "
-              "long class, which serves any length but was not sized for short traffic: a client that never "
-              "sets the header gets the long class's latency and overloads it.",
+              f"2. Without help from clients, Envoy routes a request whose body is at most "
+              f"{short_body_bytes(t):,} bytes (`content-length`; about {BYTES_PER_TOKEN} bytes per token of "
+              f"English text plus {ENVELOPE_BYTES} bytes of JSON) to the short class and larger ones to the long "
+              "class. That is an estimate: text of other scripts has more bytes per token, and a body sent "
+              "without `content-length` (some HTTP/2 clients) goes to the long class. For exact routing, clients "
+              f"send `{CLASS_HEADER}: short` when the prompt has at most {t:,} tokens (counted with the model's "
+              f"tokenizer) and `{CLASS_HEADER}: long` otherwise; the header wins over the size. The long class "
+              "serves any length but was not sized for short traffic: misrouted short prompts use its capacity.",
               "3. On llm-d instead of this proxy: enable the scheduler's `context-length-aware` plugin with "
               f"`enableFiltering: true` and label each class's pods `{LLM_D_LABEL}`: "
               + ", ".join(f"`\"{c.min_input_tokens}-{c.max_input_tokens}\"` ({c.name})" for c in routed.classes)
@@ -148,4 +169,4 @@ def emit_length_routed(routed: LengthRoutedPlan, out_dir: str | Path, *, engine:
     return sorted(written)
 
 
-__all__ = ["CLASS_HEADER", "class_of", "emit_length_routed", "envoy_config"]
+__all__ = ["CLASS_HEADER", "class_of", "emit_length_routed", "envoy_config", "short_body_bytes"]
