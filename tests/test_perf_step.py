@@ -18,6 +18,7 @@ from layoutopt.perf_model.step import (
     decode_step_time,
     decode_step_time_array,
     mixed_step_time,
+    mixed_step_time_array,
     pipeline_bubble_fraction,
     prefill_time,
 )
@@ -151,6 +152,26 @@ def test_array_matches_scalar_and_unknown_engine_fails():
         assert t == pytest.approx(decode_step_time(LLAMA70, H100, layout, int(b), c, engine="trtllm").total_s)
     with pytest.raises(InputError, match="did you mean vllm"):
         decode_step_time(LLAMA8, H100, Layout(), 1, 1, engine="vlm")
+
+
+@pytest.mark.parametrize("name,layout", [
+    ("llama-3.1-70b", Layout(tp_size=4, pp_size=2, weight_precision="fp8")),
+    ("deepseek-v3", Layout(tp_size=8, dp_size=2, ep_size=16, dcp_size=8, weight_precision="fp8")),
+    ("gpt-oss-120b", Layout(tp_size=2)),  # sliding-window layers
+    ("glm-5", Layout(tp_size=8, weight_precision="fp8")),  # sparse-attention indexer
+])
+def test_mixed_array_matches_scalar(name, layout):
+    """The vectorized mixed step (colocated cost tables) is the scalar one at every point, the
+    sliding-window and sparse-attention pair counts included (all three of their cases)."""
+    model = get_model(name)
+    chunks = np.array([1.0, 200.0, 4000.0, 60000.0])[None, :, None]
+    cached = np.array([0.0, 100.0, 9000.0])[None, None, :]
+    batches = np.array([1.0, 16.0, 200.0])[:, None, None]
+    times = mixed_step_time_array(model, H100, layout, chunks, cached, batches, 3000.0)
+    for i, j, k in np.ndindex(times.shape):
+        scalar = mixed_step_time(model, H100, layout, int(chunks[0, j, 0]), cached[0, 0, k], int(batches[i, 0, 0]),
+                                 3000.0).total_s
+        assert times[i, j, k] == pytest.approx(scalar, rel=1e-12)
 
 
 CASES = [

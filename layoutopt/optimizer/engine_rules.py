@@ -98,3 +98,29 @@ def prune_with_pairing(engine: EngineRef | None, model: ModelSpec, candidates: l
     kept, dominated = drop_dominated_within_pairing(candidates, pairs)
     names = {c.name for c in kept}
     return kept, dominated, tuple((p, d) for p, d in pairs if p in names and d in names)
+
+
+def pairing_signatures(engine: EngineRef | None, model: ModelSpec, proposals: Sequence[Proposal]
+                       ) -> dict[str, tuple[bool, ...]]:
+    """Per proposal name, whether it can pair with each TP x PP of the other disaggregated role
+    among ``proposals`` (colocated: empty). Two proposals with the same signature have the same
+    incompatible partners in any table built from these proposals, so dominance may compare them."""
+    keys = {role: sorted({_pair_key(p.layout) for p in proposals if p.role == role}) for role in ("prefill", "decode")}
+    cache: dict[tuple, bool] = {}
+
+    def pairs(prefill: tuple[int, int], decode: tuple[int, int], prefill_layout: Layout, decode_layout: Layout) -> bool:
+        if (prefill, decode) not in cache:
+            cache[(prefill, decode)] = not check_pair(engine, model, prefill_layout, decode_layout) if engine else True
+        return cache[(prefill, decode)]
+
+    examples = {(p.role, _pair_key(p.layout)): p.layout for p in proposals}
+    signatures: dict[str, tuple[bool, ...]] = {}
+    for p in proposals:
+        key = _pair_key(p.layout)
+        if p.role == "prefill":
+            signatures[p.name] = tuple(pairs(key, d, p.layout, examples[("decode", d)]) for d in keys["decode"])
+        elif p.role == "decode":
+            signatures[p.name] = tuple(pairs(q, key, examples[("prefill", q)], p.layout) for q in keys["prefill"])
+        else:
+            signatures[p.name] = ()
+    return signatures

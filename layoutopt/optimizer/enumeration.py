@@ -9,21 +9,25 @@ meet the SLO; dominated candidates go last. Every drop is counted under its filt
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.engines import engine_ref_of
+from layoutopt.engines import EngineRef, engine_ref_of
 from layoutopt.optimizer.candidates import (
     Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice, OverBudget,
 )
-from layoutopt.optimizer.engine_rules import drop_rule_breakers, incompatible_pairs, prune_with_pairing
-from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, latency_floor
+from layoutopt.optimizer.engine_rules import (
+    drop_rule_breakers, incompatible_pairs, pairing_signatures, prune_with_pairing,
+)
+from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, dominates_strictly, latency_floor
 from layoutopt.plan import Percentiles
 from layoutopt.optimizer.pooling import with_pool_capacities
 from layoutopt.optimizer.pre_cuts import DEFAULT_PRE_CUTS, PreCuts
 from layoutopt.optimizer.space import Proposal, enumerate_proposals
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY, EngineProfile
-from layoutopt.optimizer.evaluation import capacities
+from layoutopt.perf_model.capacity import InstancePerf
+from layoutopt.optimizer.evaluation import Dominated, capacities, pruned_capacities
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
 from layoutopt.plan import Role
 from layoutopt.perf_model.links import Link, inter_node_link
@@ -129,9 +133,10 @@ def _percentiles(value) -> Percentiles | None:
     return Percentiles(p50=float(value.p50), p90=float(value.p90), p99=float(value.p99))
 
 
-def candidate_from_perf(proposal: Proposal, perf, model: ModelSpec, workload: Workload, headroom: float,
-                        kv_links: Mapping[str, Link] | None = None) -> Candidate:
-    """A ``Candidate`` from the perf model's ``InstancePerf`` and the GPU's price and KV link."""
+def candidate_shape(proposal: Proposal, model: ModelSpec, workload: Workload, headroom: float,
+                    kv_links: Mapping[str, Link] | None, capacity_rps: float) -> Candidate:
+    """A ``Candidate`` with what the solver reads of ``proposal`` apart from the perf model (price,
+    GPUs, KV bytes and NIC, NVLink group) and the given capacity; no latencies."""
     gpu, layout, role = proposal.gpu, proposal.layout, proposal.role
     link = kv_link_of(gpu, kv_links)
     # KV leaves over the instance's NICs; keep the same utilization headroom as the GPUs.
@@ -140,25 +145,43 @@ def candidate_from_perf(proposal: Proposal, perf, model: ModelSpec, workload: Wo
     return Candidate(
         name=proposal.name, role=role, gpu=gpu.name, layout=layout,
         cost_usd_per_hour=gpu.price.typical_usd_per_hour * layout.gpus_per_instance,
-        capacity_rps=float(perf.capacity_rps), max_batch_size=max(1, int(perf.max_batch_size)),
-        kv_bytes_per_request=kv_bytes, nic_gb_per_s=nic_gb_per_s,
-        ttft_ms=_percentiles(perf.ttft_ms) if role != "decode" else None,
-        tpot_ms=_percentiles(perf.tpot_ms) if role != "prefill" else None,
-        unloaded_ttft_ms=perf.unloaded_ttft_ms if role != "decode" else None,
-        unloaded_tpot_ms=perf.unloaded_tpot_ms if role != "prefill" else None,
-        prefill_tok_per_s=float(perf.prefill_tok_per_s or 0.0), decode_tok_per_s=float(perf.decode_tok_per_s or 0.0),
-        bottleneck=str(perf.bottleneck or ""),
+        capacity_rps=capacity_rps, max_batch_size=1, kv_bytes_per_request=kv_bytes, nic_gb_per_s=nic_gb_per_s,
         # pipeline_link() puts an instance that fits one domain on NVLink, so placement must keep it there.
         nvlink_group_gpus=(layout.gpus_per_instance if layout.gpus_per_instance <= gpu.scaleup_domain_gpus
                            else layout.gpus_per_stage),
     )
 
 
+def candidate_from_perf(proposal: Proposal, perf, model: ModelSpec, workload: Workload, headroom: float,
+                        kv_links: Mapping[str, Link] | None = None) -> Candidate:
+    """A ``Candidate`` from the perf model's ``InstancePerf`` and the GPU's price and KV link."""
+    role = proposal.role
+    shape = candidate_shape(proposal, model, workload, headroom, kv_links, float(perf.capacity_rps))
+    return shape.model_copy(update=dict(
+        max_batch_size=max(1, int(perf.max_batch_size)),
+        ttft_ms=_percentiles(perf.ttft_ms) if role != "decode" else None,
+        tpot_ms=_percentiles(perf.tpot_ms) if role != "prefill" else None,
+        unloaded_ttft_ms=perf.unloaded_ttft_ms if role != "decode" else None,
+        unloaded_tpot_ms=perf.unloaded_tpot_ms if role != "prefill" else None,
+        prefill_tok_per_s=float(perf.prefill_tok_per_s or 0.0), decode_tok_per_s=float(perf.decode_tok_per_s or 0.0),
+        bottleneck=str(perf.bottleneck or "")))
+
+
+def _becomes_candidate(ctx: FilterContext, perf: InstancePerf) -> bool:
+    """The evaluated instance passes the latency floor and serves some rate at the SLO."""
+    return (perf.feasible and perf.capacity_rps > 0
+            and latency_floor(ctx, perf.role, perf.unloaded_ttft_ms, perf.unloaded_tpot_ms) is None)
+
+
 def evaluate(ctx: FilterContext, proposals: Sequence[Proposal], workload: Workload, headroom: float,
-             tally: _Tally, kv_links: Mapping[str, Link] | None = None) -> list[Candidate]:
+             tally: _Tally, kv_links: Mapping[str, Link] | None = None, engine: EngineRef | None = None,
+             prune_dominated: bool = True) -> list[Candidate]:
     """InstancePerf for each proposal; drop those that miss the SLO unloaded or at any load.
 
     ``kv_links`` (GPU type -> Link) is the KV path a prefill instance counts on; its NIC by default.
+    With ``prune_dominated`` a proposal whose capacity bound a smaller evaluated one beats is not
+    evaluated (``evaluation.pruned_capacities``) and is counted as dominated; ``engine`` gives the
+    pairing rules that keep such comparisons between proposals with the same partners.
     """
     priced = []
     for proposal in proposals:
@@ -167,10 +190,23 @@ def evaluate(ctx: FilterContext, proposals: Sequence[Proposal], workload: Worklo
         else:
             priced.append(proposal)
     jobs = [(p.gpu, p.layout, p.role, kv_link_of(p.gpu, kv_links) if p.role == "prefill" else None) for p in priced]
-    perfs = capacities(ctx.model, workload, ctx.slo, ctx.engine, headroom, jobs)
+    if prune_dominated:
+        shapes = [candidate_shape(p, ctx.model, workload, headroom, kv_links, 1.0) for p in priced]
+        signatures = pairing_signatures(engine, ctx.model, priced)
+        groups: dict[tuple, list[int]] = {}
+        for i, p in enumerate(priced):
+            groups.setdefault((p.role, p.gpu.name, signatures[p.name]), []).append(i)
+        perfs = pruned_capacities(ctx.model, workload, ctx.slo, ctx.engine, headroom, jobs, shapes,
+                                  list(groups.values()), dominates_strictly, partial(_becomes_candidate, ctx))
+    else:
+        perfs = capacities(ctx.model, workload, ctx.slo, ctx.engine, headroom, jobs)
     candidates = []
     for proposal, perf in zip(priced, perfs):
-        tally.observe(proposal, perf)
+        tally.observe(proposal, perf.bound if isinstance(perf, Dominated) else perf)
+        if isinstance(perf, Dominated):
+            tally.drop("dominated", f"{proposal.name}: {perf.factor} x {perf.winner} serve more for the same GPUs "
+                                    f"than its capacity can reach ({perf.bound.capacity_rps:.3g} req/s at most)")
+            continue
         reason = latency_floor(ctx, proposal.role, perf.unloaded_ttft_ms, perf.unloaded_tpot_ms)
         if reason:
             tally.drop("latency floor", f"{proposal.name}: {reason}")
@@ -212,7 +248,7 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision))
     cuts = DEFAULT_PRE_CUTS if pre_cuts is None else pre_cuts
     survivors = drop_rule_breakers(ref, model, structural_survivors(ctx, proposals, tally, cuts), tally.drop)
-    candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links)
+    candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links, ref, prune_dominated)
     if prune_dominated:
         candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
     else:

@@ -6,6 +6,14 @@ on how many CPUs the machine has. Small tables (a few hundred proposals) run in 
 where starting workers would cost more than it saves. Results are memoized per process (an LRU
 keyed by the inputs), so the second stage of a cluster solve, fleets and scenarios sharing a
 model, and diagnosis re-runs do not pay twice.
+
+:func:`pruned_capacities` evaluates only what dominance pruning could keep. Within a group of
+proposals that differ in nothing the solver reads but GPUs and capacity (same role, GPU type and
+engine pairing partners), a proposal is skipped when a smaller one already evaluated serves more,
+k times over, than the proposal's upper bound (``perf_model.capacity.capacity_upper_bound``, a
+fraction of a full evaluation's cost): the full evaluation could only find it dominated. The
+decision depends on bounds and capacities alone, so the table is the same on any machine and
+whatever is cached.
 """
 
 from __future__ import annotations
@@ -14,12 +22,14 @@ import multiprocessing
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.perf_model.capacity import InstancePerf, instance_capacity
+from dataclasses import dataclass
+
+from layoutopt.perf_model.capacity import CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity
 from layoutopt.perf_model.links import Link
 from layoutopt.plan import Layout, Role
 from layoutopt.workloads.slo import SLO
@@ -32,6 +42,19 @@ CHUNK_PROPOSALS = 64
 CACHE_ENTRIES = 100_000
 
 Job = tuple[GpuSpec, Layout, Role, "Link | None"]
+# Whether shape ``better`` (real capacity) dominates shape ``worse`` (capacity: an upper bound).
+Dominates = Callable[[object, object], bool]
+# Whether an evaluated instance may stand as a dominator (it becomes a candidate at all).
+Eligible = Callable[[InstancePerf], bool]
+
+
+@dataclass(frozen=True)
+class Dominated:
+    """A proposal left unevaluated: ``factor`` instances of ``winner`` serve more than its bound."""
+
+    winner: str
+    factor: int
+    bound: CapacityBound
 
 
 class _Shared:
@@ -109,6 +132,81 @@ def capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, head
     with _cache_lock:
         for i in missing:
             _cache[keys[i]] = results[i]
+        while len(_cache) > CACHE_ENTRIES:
+            _cache.popitem(last=False)
+    return results  # type: ignore[return-value]
+
+
+def _cached(key: tuple) -> InstancePerf | None:
+    with _cache_lock:
+        return _cache.get(key)
+
+
+def _bound(shared: _Shared, job: Job) -> CapacityBound:
+    gpu, layout, role, link = job
+    return capacity_upper_bound(shared.model, gpu, layout, role, shared.workload, shared.slo, engine=shared.engine,
+                                headroom=shared.headroom, kv_link=link)
+
+
+def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple], shapes: Sequence,
+                    dominates: Dominates, eligible: Eligible) -> list["InstancePerf | Dominated"]:
+    """One group, smallest instances first and, among equals, the highest bound first: a proposal
+    is evaluated unless an evaluated one dominates it at its upper bound."""
+    bounds = [_bound(shared, job) for job in jobs]
+    order = sorted(range(len(jobs)), key=lambda i: (shapes[i].gpus_per_instance, -bounds[i].capacity_rps,
+                                                    shapes[i].name))
+    results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
+    winners: list = []
+    for i in order:
+        if bounds[i].capacity_rps > 0:
+            probe = shapes[i].model_copy(update={"capacity_rps": bounds[i].capacity_rps})
+            winner = next((w for w in winners if dominates(w, probe)), None)
+            if winner is not None:
+                results[i] = Dominated(winner.name, shapes[i].gpus_per_instance // winner.gpus_per_instance, bounds[i])
+                continue
+        perf = _cached(keys[i]) or _evaluate_chunk(shared, [jobs[i]])[0]
+        results[i] = perf
+        if eligible(perf):
+            winners.append(shapes[i].model_copy(update={"capacity_rps": perf.capacity_rps}))
+    return results  # type: ignore[return-value]
+
+
+def _evaluate_groups(shared: _Shared, tasks: Sequence[tuple]) -> list[list["InstancePerf | Dominated"]]:
+    return [_evaluate_group(shared, *task) for task in tasks]
+
+
+def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, headroom: float,
+                      jobs: Sequence[Job], shapes: Sequence, groups: Sequence[Sequence[int]],
+                      dominates: Dominates, eligible: Eligible,
+                      workers: int | None = None) -> list["InstancePerf | Dominated"]:
+    """``instance_capacity`` of every job that dominance pruning could keep; a ``Dominated`` for the rest.
+
+    ``shapes[i]`` is job i as the solver sees it (a ``Candidate`` whose capacity is replaced by the
+    bound or the capacity); ``groups`` partition the job indices into sets within which
+    ``dominates`` may compare (same role, GPU type and pairing partners); ``eligible`` says whether
+    an evaluated job becomes a candidate (and so may dominate). Groups run in worker processes when
+    there are enough jobs; the results are the same either way.
+    """
+    shared = _Shared(model, workload, slo, engine, headroom)
+    keys = _job_keys(shared.key, jobs)
+    tasks = [([jobs[i] for i in g], [keys[i] for i in g], [shapes[i] for i in g], dominates, eligible)
+             for g in groups]
+    workers = available_workers() if workers is None else max(1, workers)
+    if workers > 1 and len(jobs) >= MIN_PARALLEL_PROPOSALS and not multiprocessing.current_process().daemon:
+        # Big groups first, one group per task: the workers finish at about the same time.
+        order = sorted(range(len(tasks)), key=lambda t: -len(tasks[t][0]))
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=_context()) as pool:
+            futures = {t: pool.submit(_evaluate_groups, shared, [tasks[t]]) for t in order}
+            outputs = [futures[t].result()[0] for t in range(len(tasks))]
+    else:
+        outputs = _evaluate_groups(shared, tasks)
+    results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
+    with _cache_lock:
+        for group, output in zip(groups, outputs):
+            for i, result in zip(group, output):
+                results[i] = result
+                if isinstance(result, InstancePerf):
+                    _cache[keys[i]] = result
         while len(_cache) > CACHE_ENTRIES:
             _cache.popitem(last=False)
     return results  # type: ignore[return-value]

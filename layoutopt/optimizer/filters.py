@@ -169,6 +169,14 @@ def _dominates(better: Candidate, worse: Candidate) -> bool:
         k * better.capacity_rps >= worse.capacity_rps)
 
 
+def dominates_strictly(better: Candidate, worse: Candidate) -> bool:
+    """``_dominates`` with k instances of ``better`` serving strictly more: a candidate whose
+    capacity is only bounded from above (``worse``) can then never tie with ``better`` and be kept
+    in its place by ``drop_dominated``'s order."""
+    k = worse.gpus_per_instance // better.gpus_per_instance if better.gpus_per_instance else 0
+    return _dominates(better, worse) and k * better.capacity_rps > worse.capacity_rps
+
+
 def drop_dominated(candidates: list[Candidate]) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
     """Remove candidates some other candidate dominates; ties keep the one listed first by size.
 

@@ -34,12 +34,15 @@ from layoutopt.perf_model.calibration import EngineLike
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
-from layoutopt.perf_model.load import Rows, colocated_rows, decode_rows, prefill_rows, rows_for
+from layoutopt.perf_model.load import (
+    Rows, colocated_rates_rps, colocated_rows, decode_rate_bound_rps, decode_rows, prefill_rate_ceiling_rps,
+    prefill_rows, rows_for,
+)
 from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
 
-__all__ = ["InstancePerf", "instance_capacity", "pd_ratio", "pool_capacities_rps"]
+__all__ = ["InstancePerf", "CapacityBound", "capacity_upper_bound", "instance_capacity", "pd_ratio", "pool_capacities_rps"]
 
 # Load levels of the first pass (geometric from idle to saturation) and of the refinement between
 # the last row meeting the SLO and the first missing it: capacity to about 1/(32 x 12) of the range.
@@ -109,21 +112,36 @@ def _load_axis(rows: Rows, role: Role) -> np.ndarray:
     return rows.rate_rps if role == "prefill" else rows.batch
 
 
-def _best_row(costs: PhaseCosts, role: Role, quantiles, ttft, tpot,
-              instances: int = 1) -> tuple[Rows, int, Rows] | None:
-    """(rows, index of the highest-rate row meeting the targets, coarse grid), refined once."""
+def _coarse_rows(costs: PhaseCosts, role: Role, quantiles, ttft, tpot, instances: int = 1) -> tuple[Rows, int] | None:
+    """(coarse load grid, index of its highest row meeting the targets); None if even the first misses."""
     rows = rows_for(costs, role, 1.0, quantiles, _COARSE_POINTS, instances=instances)
     ok = _violation(rows, ttft, tpot) <= 1.0
     if not ok[0]:
         return None
-    last = int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1
+    return rows, (int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1)
+
+
+def _fine_axis(rows: Rows, role: Role, last: int) -> np.ndarray | None:
+    """Load-axis values of the refinement between coarse rows ``last`` and ``last + 1`` (None at the top)."""
     axis = _load_axis(rows, role)
-    if last + 1 < len(axis):
-        fine = np.linspace(axis[last], axis[last + 1], _FINE_POINTS)
-        refined = _evaluate(costs, role, fine, quantiles, instances)
-        fine_ok = _violation(refined, ttft, tpot) <= 1.0
-        return refined, (int(np.argmin(fine_ok)) - 1 if not fine_ok.all() else len(fine_ok) - 1), rows
-    return rows, last, rows
+    if last + 1 >= len(axis):
+        return None
+    return np.linspace(axis[last], axis[last + 1], _FINE_POINTS)
+
+
+def _best_row(costs: PhaseCosts, role: Role, quantiles, ttft, tpot,
+              instances: int = 1) -> tuple[Rows, int, Rows] | None:
+    """(rows, index of the highest-rate row meeting the targets, coarse grid), refined once."""
+    coarse = _coarse_rows(costs, role, quantiles, ttft, tpot, instances)
+    if coarse is None:
+        return None
+    rows, last = coarse
+    fine = _fine_axis(rows, role, last)
+    if fine is None:
+        return rows, last, rows
+    refined = _evaluate(costs, role, fine, quantiles, instances)
+    fine_ok = _violation(refined, ttft, tpot) <= 1.0
+    return refined, (int(np.argmin(fine_ok)) - 1 if not fine_ok.all() else len(fine_ok) - 1), rows
 
 
 def _unloaded(costs: PhaseCosts, role: Role, q_ttft: float) -> tuple[float, float]:
@@ -200,6 +218,63 @@ def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role
         prefill_tok_per_s=capacity * costs.mean_input_tokens if role != "decode" else 0.0,
         decode_tok_per_s=capacity * costs.output_tokens_mean if role != "prefill" else 0.0,
         bottleneck=binding, feasible=capacity > 0, reason=None if capacity > 0 else "no load meets the SLO")
+
+
+class CapacityBound(BaseModel):
+    """An upper bound on one instance's capacity, with the unloaded latencies computed on the way."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    capacity_rps: float = Field(ge=0, description="instance_capacity's capacity_rps is at most this")
+    unloaded_ttft_ms: float = Field(ge=0, description="as InstancePerf's (0 when the layout does not fit)")
+    unloaded_tpot_ms: float = Field(ge=0, description="as InstancePerf's (0 when the layout does not fit)")
+
+
+def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
+                         slo: SLO, engine: EngineLike = "vllm", headroom: float = 0.7,
+                         kv_link: Link | None = None) -> CapacityBound:
+    """A rate that :func:`instance_capacity`'s ``capacity_rps`` never exceeds, at a fraction of its cost.
+
+    The optimizer evaluates a layout in full only when this bound could beat a smaller layout that
+    already serves more (exact dominance, ``optimizer.evaluation``). 0.0 where the layout does not
+    fit or misses the SLO unloaded (``instance_capacity`` answers those quickly). Per role:
+
+    - prefill: the rate at which the prefill servers run full steps all the time, the top of the
+      load grid (every rate evaluated lies below it);
+    - decode: the rate n / ((E[O] - 1) tau(n)) over batches up to the memory limit whose mean step
+      tau(n) is within every TPOT target at the median or above (such a TPOT quantile is
+      tau + z sd with z >= 0, never below the mean step); on each interval of a fine grid, the top
+      batch over the step at its bottom (tau grows with n);
+    - colocated: the coarse load grid as ``instance_capacity`` computes it, then the rates of the
+      refinement's own points (the capacity is one of them).
+    """
+    try:
+        costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
+    except LayoutError:
+        return CapacityBound(capacity_rps=0.0, unloaded_ttft_ms=0.0, unloaded_tpot_ms=0.0)
+    ttft_t, tpot_t = _targets(slo, role)
+    q_ttft, target_ttft = slo.strictest_ttft
+    _, target_tpot = slo.strictest_tpot
+    unloaded = _unloaded(costs, role, q_ttft)
+
+    def bound(rate_rps: float) -> CapacityBound:
+        return CapacityBound(capacity_rps=rate_rps * headroom, unloaded_ttft_ms=unloaded[0] * 1e3,
+                             unloaded_tpot_ms=unloaded[1] * 1e3)
+
+    if (role != "decode" and unloaded[0] * 1e3 > target_ttft) or (role != "prefill" and unloaded[1] * 1e3 > target_tpot):
+        return bound(0.0)
+    if role == "prefill":
+        return bound(prefill_rate_ceiling_rps(costs))
+    if role == "decode":
+        # TPOT targets at the median or above: tpot_q = max(tau + z sd, d(1)) with z >= 0 (load_rows.decode_rows).
+        return bound(decode_rate_bound_rps(costs, min((t for q, t in tpot_t.items() if q >= 0.5), default=None)))
+    quantiles = tuple(sorted({0.5, 0.9, 0.99} | set(ttft_t) | set(tpot_t)))
+    coarse = _coarse_rows(costs, role, quantiles, ttft_t, tpot_t)
+    if coarse is None:
+        return bound(0.0)
+    rows, last = coarse
+    fine = _fine_axis(rows, role, last)
+    return bound(float(rows.rate_rps[last]) if fine is None else float(colocated_rates_rps(costs, fine).max()))
 
 
 def _at_rate(grid: Rows, role: Role, rate: float) -> np.ndarray:

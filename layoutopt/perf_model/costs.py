@@ -355,15 +355,14 @@ def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
     batches = np.unique(np.round(np.geomspace(1, grid[-1], _MIXED_BATCH_ANCHORS))).astype(np.int64)
     picks = np.unique(np.linspace(0, len(tokens) - 1, min(_MIXED_LENGTH_ANCHORS, len(tokens))).round().astype(int))
     lengths = tokens[picks]
-    extra = np.zeros((len(batches), len(tokens)))
-    for row, n in enumerate(batches):
-        base = float(np.interp(n, grid, decode_s))
-        values = []
-        for length in lengths:
-            cached = int(round(length * hit))
-            mixed = step.mixed_step_time(model, gpu, layout, prefill_tokens=max(int(round(length)) - cached, 1),
-                                         prefill_context_tokens=cached, decode_batch=int(n),
-                                         decode_context_tokens=decode_context, engine=profile).total_s
-            values.append(max(mixed - base, 0.0))
-        extra[row] = np.interp(tokens, lengths, values)
+    rounded = np.round(lengths)
+    cached = np.round(lengths * hit)
+    # Every (batch, length) anchor in one vectorized roofline pass: rows batches, columns lengths.
+    mixed = step.mixed_step_time_array(model, gpu, layout, prefill_tokens=np.maximum(rounded - cached, 1.0)[None, :],
+                                       prefill_context_tokens=cached[None, :],
+                                       decode_batch=batches.astype(float)[:, None],
+                                       decode_context_tokens=decode_context, engine=profile)
+    base = np.interp(batches, grid, decode_s)[:, None]
+    values = np.maximum(mixed - base, 0.0)
+    extra = np.stack([np.interp(tokens, lengths, row) for row in values])
     return batches.astype(float), extra

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from layoutopt.perf_model.costs import PhaseCosts
-from layoutopt.perf_model.load_colocated import colocated_rows
+from layoutopt.perf_model.load_colocated import colocated_rates_rps, colocated_rows
 from layoutopt.perf_model.load_prefill import _full_batch_occupancy, prefill_rows
 from layoutopt.perf_model.load_rows import (
     _GRID_POINTS,
@@ -43,6 +43,7 @@ from layoutopt.perf_model.load_rows import (
     LoadPoint,
     Rows,
     batch_grid,
+    decode_rate_bound_rps,
     decode_rows,
 )
 from layoutopt.perf_model.queueing import (
@@ -57,11 +58,17 @@ def rows_for(costs: PhaseCosts, phase: str, arrival_scv: float = 1.0,
     """The load grid of a phase ('prefill', 'decode' or 'colocated') with ``points`` rows, per
     instance of a pool of ``instances`` that share their decode slots (:func:`_slot_wait`)."""
     if phase == "prefill":
-        top = max(costs.prefill_servers, 1) / _full_batch_occupancy(costs)
-        return prefill_rows(costs, np.geomspace(1e-4, 0.999, points) * top, arrival_scv, quantiles)
+        return prefill_rows(costs, np.geomspace(1e-4, 0.999, points) * prefill_rate_ceiling_rps(costs), arrival_scv,
+                            quantiles)
     if phase == "decode":
         return decode_rows(costs, batch_grid(costs, points), quantiles, instances=instances)
     return colocated_rows(costs, batch_grid(costs, points), arrival_scv, quantiles, instances=instances)
+
+
+def prefill_rate_ceiling_rps(costs: PhaseCosts) -> float:
+    """The rate at which the prefill servers are busy all the time with full steps: the top of the
+    prefill load grid (every rate the prefill rows evaluate lies below it)."""
+    return max(costs.prefill_servers, 1) / _full_batch_occupancy(costs)
 
 
 def rows_at_rate(costs: PhaseCosts, phase: str, rate_rps: float, arrival_scv: float = 1.0,
@@ -120,6 +127,7 @@ def series_ttft(first: Rows, second: Rows, weights: np.ndarray) -> LatencyStats:
 
 
 __all__ = [
-    "LatencyStats", "LoadPoint", "Rows", "colocated_rows", "decode_rows", "load_at_rate",
-    "prefill_rows", "rows_at_rate", "rows_for", "series_ttft",
+    "LatencyStats", "LoadPoint", "Rows", "colocated_rates_rps", "colocated_rows", "decode_rate_bound_rps",
+    "decode_rows", "load_at_rate",
+    "prefill_rate_ceiling_rps", "prefill_rows", "rows_at_rate", "rows_for", "series_ttft",
 ]

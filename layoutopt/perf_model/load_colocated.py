@@ -95,6 +95,12 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
                 p_wait, np.where(stable, cond, np.inf), service)
 
 
+def colocated_rates_rps(costs: PhaseCosts, batch: np.ndarray, population: float | None = None) -> np.ndarray:
+    """Requests/s of a colocated instance at decode batches ``batch``: the ``rate_rps`` column of
+    :func:`colocated_rows` at the same batches, without the latencies."""
+    return _colocated_tau(costs, np.asarray(batch, dtype=float), _decode_steps(costs), population)[1]
+
+
 def _colocated_tpot_quantiles(costs: PhaseCosts, rate: np.ndarray, tau: np.ndarray, mean_extra: np.ndarray,
                               extra_sq: np.ndarray, own_step: np.ndarray, decode_spread: np.ndarray,
                               quantiles: tuple[float, ...]) -> np.ndarray:

@@ -134,6 +134,25 @@ def _slot_wait(costs: PhaseCosts, rate: np.ndarray, residence_s: np.ndarray, ful
                             full_residence_s)
 
 
+_BOUND_GRID_POINTS = 384
+
+
+def decode_rate_bound_rps(costs: PhaseCosts, max_mean_step_s: float | None = None) -> float:
+    """Most requests/s a decode instance drains at any batch up to its memory limit, counting only
+    batches whose mean step (the TPOT a request sees, tau) is at most ``max_mean_step_s``.
+
+    The rate is n / ((E[O] - 1) tau(n)) as in :func:`decode_rows`; tau grows with n, so on each
+    interval [a, b] of a fine geometric grid it is at most b / ((E[O] - 1) tau(a)), and an
+    interval can hold an admissible batch only if tau(a) is admissible.
+    """
+    grid = np.geomspace(1e-3, float(costs.max_batch_size), _BOUND_GRID_POINTS)
+    tau = costs.decode_at(seen_batch(costs, grid))
+    bound = grid[1:] / (_decode_steps(costs) * tau[:-1])
+    if max_mean_step_s is not None:
+        bound = bound[tau[:-1] <= max_mean_step_s]
+    return float(bound.max(initial=0.0))
+
+
 def decode_rows(costs: PhaseCosts, batch: np.ndarray | None = None,
                 quantiles: tuple[float, ...] = QUANTILES, population: float | None = None,
                 instances: int = 1) -> Rows:

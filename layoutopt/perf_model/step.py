@@ -83,22 +83,31 @@ def _sliding_pairs(new_tokens: float, cached_tokens: float, window: float) -> fl
     return (first + window) * below / 2.0 + window * (new_tokens - below)
 
 
-def _prefill_pairs(c: ForwardCoefficients, model: ModelSpec, new_tokens: float,
-                   cached_tokens: float) -> tuple[float, float]:
+def _sliding_pairs_array(new_tokens: np.ndarray, cached_tokens: np.ndarray, window: float) -> np.ndarray:
+    """``_sliding_pairs`` over arrays (same three cases, chosen elementwise)."""
+    first, last = cached_tokens + 1.0, cached_tokens + new_tokens
+    below = window - first + 1.0
+    return np.where(last <= window, (first + last) * new_tokens / 2.0,
+                    np.where(first >= window, window * new_tokens,
+                             (first + window) * below / 2.0 + window * (new_tokens - below)))
+
+
+def _prefill_pairs(c: ForwardCoefficients, model: ModelSpec, new_tokens, cached_tokens):
     """(pairs the attention layers compute, pairs a sparse-attention indexer scores).
 
     The first is an average over full and sliding layers weighted by their counts, because
     ``forward_pass_costs`` multiplies it by the summed per-pair FLOPs of both kinds; sparse
     attention caps full layers at the indexer's top-k keys per query.
     """
+    sliding_pairs = _sliding_pairs_array if isinstance(new_tokens, np.ndarray) else _sliding_pairs
     causal = causal_pairs(new_tokens, cached_tokens)
     full = causal
     if model.indexer_topk_tokens:
-        full = _sliding_pairs(new_tokens, cached_tokens, float(model.indexer_topk_tokens))
+        full = sliding_pairs(new_tokens, cached_tokens, float(model.indexer_topk_tokens))
     indexer = causal if model.indexer_num_heads else 0.0
     if not model.num_sliding_window_layers:
         return full, indexer
-    sliding = _sliding_pairs(new_tokens, cached_tokens, c.sliding_window_tokens)
+    sliding = sliding_pairs(new_tokens, cached_tokens, c.sliding_window_tokens)
     n_full, n_slide = model.num_full_attention_layers, model.num_sliding_window_layers
     return (full * n_full + sliding * n_slide) / (n_full + n_slide), indexer
 
@@ -193,3 +202,28 @@ def mixed_step_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_toke
     comm_s += _stage_hop_s(c, tokens, layout.pp_size)
     overhead_s += c.profile.step_overhead_ms * 1e-3
     return _step_time(compute_s, memory_s, comm_s, overhead_s)
+
+
+def mixed_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_tokens: np.ndarray,
+                          prefill_context_tokens: np.ndarray, decode_batch: np.ndarray,
+                          decode_context_tokens: float, engine: EngineLike = "vllm",
+                          link: Link | None = None) -> np.ndarray:
+    """Vectorized ``mixed_step_time(...).total_s`` over broadcast arrays of chunks, their cached
+    prefixes and decode batches (one pass of the roofline for all of them)."""
+    c = forward_coefficients(model, gpu, layout, engine, link)
+    dp = layout.dp_size
+    prefill, cached, decode = np.broadcast_arrays(np.asarray(prefill_tokens, dtype=float),
+                                                  np.asarray(prefill_context_tokens, dtype=float),
+                                                  np.asarray(decode_batch, dtype=float))
+    chunk_rank = prefill / dp
+    decode_rank = decode / dp
+    tokens = chunk_rank + decode_rank
+    has_chunk = prefill > 0
+    pairs, indexer_pairs = _prefill_pairs(c, model, prefill, cached)
+    compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
+        c, tokens=tokens, logit_tokens=decode_rank + has_chunk, decode_seqs=decode_rank,
+        decode_ctx=float(decode_context_tokens), prefill_tokens=chunk_rank, prefill_pairs=pairs / dp,
+        prefill_cached_tokens=np.where(has_chunk, cached / dp, 0.0),
+        prefill_indexer_pairs=np.asarray(indexer_pairs) / dp, split=False)
+    comm_s = comm_s + _stage_hop_s(c, tokens, layout.pp_size)
+    return compute_s + memory_s + comm_s + overhead_s + c.profile.step_overhead_ms * 1e-3

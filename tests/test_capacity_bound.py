@@ -1,0 +1,74 @@
+"""``capacity_upper_bound`` never falls below ``instance_capacity``: the optimizer skips full
+evaluations on its word (``optimizer.evaluation.pruned_capacities``), so a bound below the
+capacity would silently lose plans. Also: the pruned table equals the unpruned one."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from layoutopt.hardware_catalog.catalog import get_gpu
+from layoutopt.model_catalog.catalog import get_model
+from layoutopt.optimizer.enumeration import build_candidate_table
+from layoutopt.perf_model.capacity import capacity_upper_bound, instance_capacity
+from layoutopt.perf_model.links import inter_node_link
+from layoutopt.plan import Layout
+from layoutopt.workloads.presets import preset_workload
+from layoutopt.workloads.slo import SLO
+
+CASES = [
+    ("qwen3-32b", "H100", Layout(tp_size=1, weight_precision="fp8")),
+    ("qwen3-32b", "B200", Layout(tp_size=2, weight_precision="fp4", kv_precision="fp8")),
+    ("llama-3.1-70b", "H100", Layout(tp_size=4, pp_size=2, weight_precision="fp8")),
+    ("qwen3-30b-a3b", "H200", Layout(tp_size=1, dp_size=2, ep_size=2)),
+    ("deepseek-v3", "H200", Layout(tp_size=8, weight_precision="fp8")),
+    ("deepseek-v3", "B200", Layout(tp_size=1, dp_size=8, ep_size=8, weight_precision="fp4", kv_precision="fp8")),
+    ("gpt-oss-120b", "H100", Layout(tp_size=2)),
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(CASES), role=st.sampled_from(["prefill", "decode", "colocated"]),
+       preset=st.sampled_from(["chat", "rag", "code"]),
+       ttft_ms=st.sampled_from([150.0, 400.0, 1000.0, 3000.0]), tpot_ms=st.sampled_from([8.0, 20.0, 50.0, 200.0]),
+       tpot_key=st.sampled_from(["p50", "p90", "p99", "p25"]), headroom=st.sampled_from([0.5, 0.7, 1.0]))
+def test_bound_is_never_below_the_capacity(case, role, preset, ttft_ms, tpot_ms, tpot_key, headroom):
+    name, gpu_name, layout = case
+    model, gpu = get_model(name), get_gpu(gpu_name)
+    slo = SLO(ttft_ms={"p90": ttft_ms}, tpot_ms={tpot_key: tpot_ms})
+    workload = preset_workload(preset)
+    link = inter_node_link(gpu) if role == "prefill" else None
+    perf = instance_capacity(model, gpu, layout, role, workload, slo, headroom=headroom, kv_link=link)
+    bound = capacity_upper_bound(model, gpu, layout, role, workload, slo, headroom=headroom, kv_link=link)
+    assert perf.capacity_rps <= bound.capacity_rps * (1 + 1e-12)
+    assert bound.unloaded_ttft_ms == pytest.approx(perf.unloaded_ttft_ms)
+    assert bound.unloaded_tpot_ms == pytest.approx(perf.unloaded_tpot_ms)
+
+
+@pytest.mark.parametrize("model_name,gpus", [("qwen3-32b", ("H100", "B200")), ("qwen3-30b-a3b", ("H200",))])
+def test_pruned_table_equals_the_unpruned_one(model_name, gpus):
+    """Skipping the proposals a bound proves dominated leaves the same candidates, capacities and
+    pairs as evaluating every proposal and pruning afterwards."""
+    from layoutopt.optimizer import enumeration
+
+    specs = [get_gpu(g) for g in gpus]
+    args = dict(gpu_limits={g.name: 16 for g in specs}, max_usd_per_hour=None, min_rate_rps=None,
+                pool_capacities=False)
+    workload, slo = preset_workload("chat"), SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 30})
+    pruned = build_candidate_table(get_model(model_name), specs, workload, slo, **args)
+    original = enumeration.pruned_capacities
+
+    def evaluate_all(model, workload, slo, engine, headroom, jobs, shapes, groups, dominates, eligible, workers=None):
+        return enumeration.capacities(model, workload, slo, engine, headroom, jobs, workers)
+
+    enumeration.pruned_capacities = evaluate_all
+    try:
+        full = build_candidate_table(get_model(model_name), specs, workload, slo, **args)
+    finally:
+        enumeration.pruned_capacities = original
+    assert [c.name for c in pruned.candidates] == [c.name for c in full.candidates]
+    assert [c.capacity_rps for c in pruned.candidates] == [c.capacity_rps for c in full.candidates]
+    assert pruned.incompatible_pairs == full.incompatible_pairs
+    assert pruned.dropped_by("dominated") == full.dropped_by("dominated")
+    assert sum(f.num_dropped for f in pruned.filters) == sum(f.num_dropped for f in full.filters)
