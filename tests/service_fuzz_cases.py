@@ -25,6 +25,8 @@ VALID = {
     "/v1/fleets": {"budget": "8xH100", "time_limit_s": 1, "models": [
         {"model": "qwen3-8b", "workload": "chat", "rate_rps": 2, "slo": SLO},
         {"model": "qwen3-8b", "workload": {"preset": "rag"}, "rate_rps": 1, "slo": SLO}]},
+    "/v1/length-routing": {"model": "qwen3-8b", "budget": "8xH100", "workload": "chat", "rate_rps": 2, "slo": SLO,
+                           "time_limit_s": 1},
     "/v1/sweeps": {"models": ["qwen3-8b"], "gpus": ["H100"], "max_gpus_per_type": 8, "rates_rps": [2.0],
                    "slos": [SLO], "objectives": ["min-cost"], "solver": {"time_limit_s": 1}},
     "/v1/emit": {"plan": PLAN, "plots": False},

@@ -195,7 +195,8 @@ def test_emitted_envoy_config_routes_each_class_to_its_own_router(tmp_path):
     for headers, expected in cases:
         assert _envoy_pick(routes, headers) == by_header[expected], (headers, expected)
     for name, route in by_header.items():
-        targets = [route["cluster"]] if "cluster" in route else [w["name"] for w in route["weighted_clusters"]["clusters"]]
+        targets = ([route["cluster"]] if "cluster" in route
+                   else [w["name"] for w in route["weighted_clusters"]["clusters"]])
         for target in targets:
             address = clusters[target]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
             assert address["socket_address"]["address"].endswith(f".serving-{name}.svc.cluster.local")

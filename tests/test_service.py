@@ -43,7 +43,7 @@ def test_healthz_and_openapi(server):
     assert status == 200 and health["status"] == "ok" and health["workers"] == 2
     status, spec = request(server.url + "/openapi.json")
     assert status == 200
-    assert {"/v1/solve", "/v1/estimate", "/v1/simulate", "/v1/fleets", "/v1/catalog/gpus", "/v1/catalog/models",
+    assert {"/v1/solve", "/v1/estimate", "/v1/simulate", "/v1/fleets", "/v1/length-routing", "/v1/catalog/gpus", "/v1/catalog/models",
             "/v1/catalog/nodes", "/healthz"} <= set(spec["paths"])
     assert spec["paths"]["/v1/solve"]["post"]["responses"]["200"]["content"]["application/json"]["schema"] == \
         {"$ref": "#/components/schemas/Plan"}
@@ -161,6 +161,33 @@ def test_infeasible_fleet_is_a_documented_200(server):
     body = {**FLEET, "budget": "1xH100", "models": [{**FLEET["models"][0], "rate_rps": 5000}]}
     status, fleet = request(server.url + "/v1/fleets", "POST", body)
     assert status == 200 and fleet["status"] == "infeasible" and fleet["plans"] == [] and fleet["totals"] is None
+
+
+LENGTH_ROUTING = {"model": "qwen3-8b", "budget": "8xH100+8xL40S", "workload": "chat", "rate_rps": 20,
+                  "slo": FLEET_SLO, "time_limit_s": 5}
+
+
+def test_length_routing_is_solve_route_by_length_over_http(server):
+    status, routed = request(server.url + "/v1/length-routing", "POST", LENGTH_ROUTING)
+    assert status == 200 and routed["kind"] == "length-routed" and routed["status"] == "optimal"
+    assert routed["threshold_tokens"] is None and routed["classes"][0]["plan"]["pools"]  # one H100 serves it all
+    assert [o["threshold_tokens"] for o in routed["options"]][0] is None and len(routed["options"]) == 4
+    assert "over the thresholds tried" in routed["solver"]["proof"]
+
+
+@pytest.mark.parametrize(("body", "loc", "text"), [
+    ({**LENGTH_ROUTING, "rate_rps": None}, ["body", "rate_rps"], "the rate to serve"),
+    ({**LENGTH_ROUTING, "model": "/etc/passwd"}, ["body", "model"], "unknown model"),
+    ({**LENGTH_ROUTING, "workload": {"trace": "/etc/trace.csv"}}, ["body", "workload", "trace"], "reads no files"),
+    ({**LENGTH_ROUTING, "workload": {"input_tokens": 100_000, "output_tokens": 10}}, ["body", "workload"],
+     "within the context of qwen3-8b"),
+    ({**LENGTH_ROUTING, "budget": "8xH1000"}, ["body", "budget"], "unknown GPU"),
+])
+def test_invalid_length_routing_gets_422(server, body, loc, text):
+    status, payload = request(server.url + "/v1/length-routing", "POST", body)
+    assert status == 422, payload
+    first = payload["detail"][0]
+    assert first["loc"] == loc and text in first["msg"], first
 
 
 def test_solve_past_its_time_limit_returns_its_best_plan(server):

@@ -260,6 +260,7 @@ EXPECTED_STATUSES = {
     ("/v1/estimate", "post"): {"200", "408", "409", "413", "422", "500", "503", "504"},
     ("/v1/simulate", "post"): {"200", "408", "409", "413", "422", "500", "503", "504"},
     ("/v1/fleets", "post"): {"200", "408", "409", "413", "422", "500", "503", "504"},
+    ("/v1/length-routing", "post"): {"200", "408", "409", "413", "422", "500", "503", "504"},
     ("/v1/sweeps", "post"): {"202", "408", "413", "422", "500", "503"},
     ("/v1/emit", "post"): {"202", "408", "413", "422", "500", "503"},
     ("/v1/jobs/{job_id}", "get"): {"200", "404", "500"},
@@ -277,7 +278,8 @@ def test_openapi_lists_every_status(server):
             assert "Retry-After" in responses["503"]["headers"]
         for code in expected - {"200", "202", "409"}:
             assert responses[code]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
-    for path in ("/v1/solve", "/v1/estimate", "/v1/simulate", "/v1/fleets", "/v1/sweeps", "/v1/emit"):
+    for path in ("/v1/solve", "/v1/estimate", "/v1/simulate", "/v1/fleets", "/v1/length-routing", "/v1/sweeps",
+                 "/v1/emit"):
         ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
         assert ref.removeprefix("#/components/schemas/") in spec["components"]["schemas"]
 

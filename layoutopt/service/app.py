@@ -4,6 +4,7 @@
     POST /v1/estimate   EstimateRequest -> 200 Estimate
     POST /v1/simulate   SimulateRequest -> 200 SimulationResult
     POST /v1/fleets     FleetRequest    -> 200 FleetPlan (several models on one budget; status as solve)
+    POST /v1/length-routing LengthRoutingRequest -> 200 LengthRoutedPlan (short and long prompts on own pools)
     POST /v1/sweeps     SweepSpec       -> 202 Job (kind sweep)
     POST /v1/emit       EmitRequest     -> 202 Job (kind emit; result: EmitResult)
     GET  /v1/jobs, GET /v1/jobs/{id}, DELETE /v1/jobs/{id} (cancel)
@@ -43,6 +44,7 @@ from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model.estimate import Estimate
 from layoutopt.plan import Plan
 from layoutopt.plan.fleet import FleetPlan
+from layoutopt.plan.length_routing import LengthRoutedPlan
 from layoutopt.service import arguments, jobs
 from layoutopt.service.job_store import JobStore
 from layoutopt.service.limits import BodyLimits
@@ -62,6 +64,7 @@ from layoutopt.service.schemas import (
     EstimateRequest,
     FleetRequest,
     Health,
+    LengthRoutingRequest,
     Job,
     JobList,
     SimulateRequest,
@@ -272,7 +275,7 @@ def _openapi(app: FastAPI, request_models: dict[str, type[BaseModel]]) -> Callab
 def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFunction | None = None,
                estimate_fn: jobs.ApiFunction | None = None, simulate_fn: jobs.ApiFunction | None = None,
                sweep_fn: jobs.ApiFunction | None = None, emit_fn: jobs.ApiFunction | None = None,
-               fleet_fn: jobs.ApiFunction | None = None) -> FastAPI:
+               fleet_fn: jobs.ApiFunction | None = None, length_routing_fn: jobs.ApiFunction | None = None) -> FastAPI:
     """The service. ``*_fn`` replace the API functions (module-level, so worker processes can import them)."""
     from layoutopt.sweep.spec import SweepSpec
 
@@ -280,7 +283,8 @@ def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFun
     service = _Service(settings, {
         "solve": solve_fn or jobs.default_solve, "estimate": estimate_fn or jobs.default_estimate,
         "simulate": simulate_fn or jobs.default_simulate, "sweep": sweep_fn or jobs.default_sweep,
-        "emit": emit_fn or jobs.default_emit, "fleet": fleet_fn or jobs.default_fleet})
+        "emit": emit_fn or jobs.default_emit, "fleet": fleet_fn or jobs.default_fleet,
+        "length-routing": length_routing_fn or jobs.default_length_routing})
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -351,6 +355,16 @@ def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFun
     async def fleets(request: Request) -> Response:
         return await service.run_sync(request, "fleet")
 
+    @app.post("/v1/length-routing", response_model=LengthRoutedPlan, tags=["api"],
+              responses=responses(409, *SYNC_STATUSES),
+              summary="The cheapest plan for a rate, with short and long prompts on pools of their own when cheaper",
+              description="solve --route-by-length: no split and splits at the p50/p75/p90 prompt length, each one "
+              "CP-SAT model over its length classes on the shared budget; the cheapest proven plan, its threshold, "
+              "the pools of each class and the saving against no split. Status optimal means optimal over the "
+              "thresholds tried.")
+    async def length_routing(request: Request) -> Response:
+        return await service.run_sync(request, "length-routing")
+
     @app.post("/v1/sweeps", response_model=Job, status_code=202, tags=["jobs"],
               responses=responses(408, 413, 422, 500, 503),
               summary="Start a sweep (a sweep.yaml as JSON) as a job; poll GET /v1/jobs/{id}",
@@ -402,7 +416,8 @@ def create_app(settings: ServiceSettings | None = None, *, solve_fn: jobs.ApiFun
         return service.catalog["models"]
 
     app.openapi = _openapi(app, {"/v1/solve": SolveRequest, "/v1/estimate": EstimateRequest,  # type: ignore[method-assign]
-                                 "/v1/simulate": SimulateRequest, "/v1/fleets": FleetRequest, "/v1/sweeps": SweepSpec,
+                                 "/v1/simulate": SimulateRequest, "/v1/fleets": FleetRequest,
+                                 "/v1/length-routing": LengthRoutingRequest, "/v1/sweeps": SweepSpec,
                                  "/v1/emit": EmitRequest})
     app.state.service = service
     return app

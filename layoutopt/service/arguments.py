@@ -22,6 +22,7 @@ from layoutopt.service.schemas import (
     EmitRequest,
     EstimateRequest,
     FleetRequest,
+    LengthRoutingRequest,
     SimulateRequest,
     SolveRequest,
     WorkloadInput,
@@ -168,6 +169,25 @@ def fleet_kwargs(request: FleetRequest) -> dict[str, Any]:
     return {"fleet": spec, **options}
 
 
+def length_routing_kwargs(request: LengthRoutingRequest) -> dict[str, Any]:
+    """Arguments of ``solve_length_routed`` for ``request``, its lengths checked against the model's context."""
+    from layoutopt.hardware_catalog.budget import parse_budget
+    from layoutopt.model_catalog.catalog import get_model
+    from layoutopt.optimizer.solve import DEFAULT_SLO
+    from layoutopt.workloads.presets import default_workload
+    from layoutopt.workloads.workload import check_fits_context
+
+    parse_budget(request.budget)
+    kwargs = {name: getattr(request, name) for name in type(request).model_fields}
+    kwargs["slo"] = request.slo or DEFAULT_SLO
+    kwargs["workload"] = resolve_workload(request.workload) or default_workload()
+    spec = get_model(request.model)
+    check_fits_context(kwargs["workload"], spec.max_context_tokens, spec.name, "workload")
+    if kwargs["rate_rps"] is None and kwargs["workload"].arrival_rate_rps is None:
+        raise InputError("rate_rps", None, "the rate to serve (req/s), here or as the workload's arrival_rate_rps")
+    return kwargs
+
+
 def sweep_kwargs(data: Any, max_cells: int) -> tuple[dict[str, Any], int]:
     """A sweep body (the ``sweep.yaml`` shape) checked for the service: (spec as data, number of cells).
 
@@ -216,6 +236,7 @@ _ENDPOINTS = {
     "simulate": (SimulateRequest, simulate_kwargs),
     "emit": (EmitRequest, emit_kwargs),
     "fleet": (FleetRequest, fleet_kwargs),
+    "length-routing": (LengthRoutingRequest, length_routing_kwargs),
 }
 # Error fields named after CLI flags or API arguments, mapped to the request field that carries them.
 FIELD_ALIASES = {"rate": "rate_rps", "time_limit": "time_limit_s", "isl/osl": "isl", "concurrency/rate": "concurrency"}
@@ -253,5 +274,5 @@ def check(endpoint: str, raw: bytes, settings: ServiceSettings) -> tuple[str, An
     return "ok", units
 
 
-__all__ = ["check", "check_plan", "emit_kwargs", "estimate_kwargs", "fleet_kwargs", "prepare", "resolve_workload",
-           "simulate_kwargs", "solve_kwargs", "sweep_kwargs"]
+__all__ = ["check", "check_plan", "emit_kwargs", "estimate_kwargs", "fleet_kwargs", "length_routing_kwargs", "prepare",
+           "resolve_workload", "simulate_kwargs", "solve_kwargs", "sweep_kwargs"]

@@ -44,6 +44,12 @@ def default_fleet(**kwargs: Any) -> BaseModel:
     return solve_fleet(**kwargs)
 
 
+def default_length_routing(**kwargs: Any) -> BaseModel:
+    from layoutopt.optimizer.length_routing import solve_length_routed
+
+    return solve_length_routed(**kwargs)
+
+
 def default_simulate(**kwargs: Any) -> BaseModel:
     from layoutopt.simulator.run import simulate
 
@@ -83,9 +89,9 @@ def default_emit(*, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
 
 
 # Imported once by the fork server, so that every worker starts with them loaded.
-HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.optimizer.fleet", "layoutopt.perf_model.estimate",
-                 "layoutopt.simulator.run", "layoutopt.calibrate.apply", "layoutopt.service.arguments",
-                 "layoutopt.sweep.run")
+HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.optimizer.fleet", "layoutopt.optimizer.length_routing",
+                 "layoutopt.perf_model.estimate", "layoutopt.simulator.run", "layoutopt.calibrate.apply",
+                 "layoutopt.service.arguments", "layoutopt.sweep.run")
 
 
 def warm_up() -> None:
@@ -137,5 +143,6 @@ def run_job(function: ApiFunction, endpoint: str, raw: bytes, settings: Any,
     return "ok", {"data": data, "non_finite": non_finite}
 
 
-__all__ = ["ApiFunction", "JobResult", "default_emit", "default_estimate", "default_fleet", "default_simulate",
+__all__ = ["ApiFunction", "JobResult", "default_emit", "default_estimate", "default_fleet", "default_length_routing",
+           "default_simulate",
            "default_solve", "default_sweep", "finite_copy", "run_job", "warm_up"]

@@ -198,6 +198,37 @@ class FleetRequest(_Request):
                                       "fraction of the best")
 
 
+class LengthRoutingRequest(_Request):
+    """Body of ``POST /v1/length-routing``: the arguments of :func:`layoutopt.api.solve_length_routed`.
+
+    The cheapest plan for ``rate_rps``, with short and long prompts on pools of their own when that
+    is cheaper (``solve --route-by-length``).
+    """
+
+    model: CatalogName = Field(description="catalog name or HuggingFace id of a built-in model")
+    budget: str = Field(max_length=MAX_NAME_CHARS, description="e.g. 32xH100+32xH200, $400/h",
+                        examples=["32xH100+32xH200"])
+    slo: SLO | None = Field(default=None, description="default: p90 TTFT <= 1000 ms, p90 TPOT <= 30 ms, 0.9")
+    workload: WorkloadInput = Field(default=None, description="default: the chat preset; a spread of prompt "
+                                    "lengths to split; " + WORKLOAD_DESCRIPTION)
+    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+                                   description="request rate to serve (default: the workload's arrival rate)")
+    mode: Literal["auto", "colocated", "disaggregated"] = "auto"
+    engine: Engine = "vllm"
+    precision: Literal["auto", "bf16", "fp8", "fp4"] = "auto"
+    headroom: float = Field(default=0.7, gt=0, le=1, description="utilization ceiling per instance")
+    time_limit_s: float = Field(default=10.0, gt=0, le=MAX_TIME_LIMIT_S,
+                                description=f"CP-SAT deterministic time shared by the thresholds' models, at most "
+                                f"{MAX_TIME_LIMIT_S:g} s; candidate evaluation (per class and threshold) comes on top")
+    tolerance_fraction: float = Field(default=0.02, ge=0, le=0.5, description="status optimal = proven within this "
+                                      "fraction of the best")
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str) -> str:
+        return _catalog_model(value)
+
+
 class Health(_Request):
     status: Literal["ok"] = "ok"
     version: str
@@ -253,5 +284,5 @@ class JobList(_Request):
 
 
 __all__ = ["MAX_TIME_LIMIT_S", "EmitRequest", "EmitResult", "EstimateRequest", "FleetMemberRequest", "FleetRequest",
-           "Health", "Job", "JobList",
+           "Health", "Job", "JobList", "LengthRoutingRequest",
            "SimulateRequest", "SolveRequest"]
