@@ -29,7 +29,9 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from dataclasses import dataclass
 
-from layoutopt.perf_model.capacity import CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity
+from layoutopt.perf_model.capacity import (
+    CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity, pool_capacities_rps,
+)
 from layoutopt.perf_model.links import Link
 from layoutopt.plan import Layout, Role
 from layoutopt.workloads.slo import SLO
@@ -104,6 +106,19 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
+def _map(function: Callable, shared: _Shared, tasks: Sequence, workers: int | None, parallel: bool) -> list:
+    """``[function(shared, task) for task in tasks]``, in worker processes when ``parallel`` and
+    more than one CPU may be used; the largest tasks (by ``len``) are submitted first."""
+    workers = available_workers() if workers is None else max(1, workers)
+    # A daemonic process (a worker of the service or a multiprocessing.Pool) may not start children.
+    if not parallel or workers < 2 or len(tasks) < 2 or multiprocessing.current_process().daemon:
+        return [function(shared, task) for task in tasks]
+    order = sorted(range(len(tasks)), key=lambda t: -len(tasks[t]))
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=_context()) as pool:
+        futures = {t: pool.submit(function, shared, tasks[t]) for t in order}
+        return [futures[t].result() for t in range(len(tasks))]
+
+
 def capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, headroom: float,
                jobs: Sequence[Job], workers: int | None = None) -> list[InstancePerf]:
     """``instance_capacity`` of every job, in order; ``workers`` None uses every available CPU."""
@@ -117,17 +132,11 @@ def capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, head
                 _cache.move_to_end(key)
                 results[i] = hit
     missing = [i for i, r in enumerate(results) if r is None]
-    workers = available_workers() if workers is None else max(1, workers)
-    # A daemonic process (a worker of the service or a multiprocessing.Pool) may not start children.
-    if workers > 1 and len(missing) >= MIN_PARALLEL_PROPOSALS and not multiprocessing.current_process().daemon:
-        chunks = [missing[i:i + CHUNK_PROPOSALS] for i in range(0, len(missing), CHUNK_PROPOSALS)]
-        with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=_context()) as pool:
-            futures = [pool.submit(_evaluate_chunk, shared, [jobs[i] for i in chunk]) for chunk in chunks]
-            for chunk, future in zip(chunks, futures):
-                for i, perf in zip(chunk, future.result()):
-                    results[i] = perf
-    else:
-        for i, perf in zip(missing, _evaluate_chunk(shared, [jobs[i] for i in missing])):
+    chunks = [missing[i:i + CHUNK_PROPOSALS] for i in range(0, len(missing), CHUNK_PROPOSALS)]
+    outputs = _map(_evaluate_chunk, shared, [[jobs[i] for i in chunk] for chunk in chunks], workers,
+                   len(missing) >= MIN_PARALLEL_PROPOSALS)
+    for chunk, output in zip(chunks, outputs):
+        for i, perf in zip(chunk, output):
             results[i] = perf
     with _cache_lock:
         for i in missing:
@@ -171,8 +180,19 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
     return results  # type: ignore[return-value]
 
 
-def _evaluate_groups(shared: _Shared, tasks: Sequence[tuple]) -> list[list["InstancePerf | Dominated"]]:
-    return [_evaluate_group(shared, *task) for task in tasks]
+@dataclass(frozen=True)
+class _Sized:
+    """A task and its size (how ``_map`` orders submissions)."""
+
+    task: tuple
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def _evaluate_group_task(shared: _Shared, sized: _Sized) -> list["InstancePerf | Dominated"]:
+    return _evaluate_group(shared, *sized.task)
 
 
 def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, headroom: float,
@@ -191,15 +211,9 @@ def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: st
     keys = _job_keys(shared.key, jobs)
     tasks = [([jobs[i] for i in g], [keys[i] for i in g], [shapes[i] for i in g], dominates, eligible)
              for g in groups]
-    workers = available_workers() if workers is None else max(1, workers)
-    if workers > 1 and len(jobs) >= MIN_PARALLEL_PROPOSALS and not multiprocessing.current_process().daemon:
-        # Big groups first, one group per task: the workers finish at about the same time.
-        order = sorted(range(len(tasks)), key=lambda t: -len(tasks[t][0]))
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=_context()) as pool:
-            futures = {t: pool.submit(_evaluate_groups, shared, [tasks[t]]) for t in order}
-            outputs = [futures[t].result()[0] for t in range(len(tasks))]
-    else:
-        outputs = _evaluate_groups(shared, tasks)
+    # One group per task, the biggest first: the workers finish at about the same time.
+    outputs = _map(_evaluate_group_task, shared, [_Sized(task, len(task[0])) for task in tasks], workers,
+                   len(jobs) >= MIN_PARALLEL_PROPOSALS)
     results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
     with _cache_lock:
         for group, output in zip(groups, outputs):
@@ -210,3 +224,23 @@ def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: st
         while len(_cache) > CACHE_ENTRIES:
             _cache.popitem(last=False)
     return results  # type: ignore[return-value]
+
+
+PoolJob = tuple[GpuSpec, Layout, Role, "Link | None", tuple[int, ...]]
+# Pool-capacity jobs (each about a dozen capacity searches) worth starting workers for.
+MIN_PARALLEL_POOL_JOBS = 8
+
+
+def _pool_job(shared: _Shared, sized: "_Sized") -> list[float]:
+    gpu, layout, role, link, sizes = sized.task
+    return pool_capacities_rps(shared.model, gpu, layout, role, shared.workload, shared.slo, sizes,
+                               engine=shared.engine, headroom=shared.headroom, kv_link=link)
+
+
+def pool_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, headroom: float,
+                    jobs: Sequence[PoolJob], workers: int | None = None) -> list[list[float]]:
+    """``pool_capacities_rps`` of every job (GPU, layout, role, KV link, pool sizes), in order,
+    in worker processes when there are enough of them."""
+    shared = _Shared(model, workload, slo, engine, headroom)
+    return _map(_pool_job, shared, [_Sized(job, len(job[4])) for job in jobs], workers,
+                len(jobs) >= MIN_PARALLEL_POOL_JOBS)

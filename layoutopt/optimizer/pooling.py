@@ -4,8 +4,8 @@
 queue; decode and colocated: shared sequence slots), so n instances sustain more than n times one
 instance with its own queue. Each candidate gets the per-instance rate of a pool of n instances on
 ``POOL_GRID`` (up to the most instances the budget allows), from the same perf-model function
-(:func:`~layoutopt.perf_model.capacity.pool_capacities_rps`). The rate per instance is made
-non-decreasing by a running minimum from the largest pool down (pooling never hurts, so a dip is
+(:func:`~layoutopt.perf_model.capacity.pool_capacities_rps`, run in worker processes by
+``evaluation.pool_capacities``). The rate per instance is made non-decreasing by a running minimum from the largest pool down (pooling never hurts, so a dip is
 search noise; the minimum keeps every grid value at or below the model's). The solver encodes the
 step function n x rate(largest grid point <= n): exact at grid points, conservative between them.
 """
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate, CandidateTable
-from layoutopt.perf_model.capacity import pool_capacities_rps
+from layoutopt.optimizer.evaluation import PoolJob, pool_capacities
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
@@ -44,16 +44,18 @@ def with_pool_capacities(table: CandidateTable, model: ModelSpec, gpus: Mapping[
     """``table`` with ``pool_rps_per_instance`` filled for every candidate that can run 2+ instances."""
     from layoutopt.optimizer.enumeration import kv_link_of
 
+    pooled: dict[int, PoolJob] = {}
+    for i, c in enumerate(table.candidates):
+        sizes = tuple(n for n in POOL_GRID if n <= table.max_instances(c))
+        if sizes and c.role in POOLED_ROLES:
+            gpu = gpus[c.gpu]
+            pooled[i] = (gpu, c.layout, c.role, kv_link_of(gpu, kv_links) if c.role == "prefill" else None, sizes)
+    found = dict(zip(pooled, pool_capacities(model, workload, slo, engine, headroom, list(pooled.values()))))
     rows: list[Candidate] = []
-    for c in table.candidates:
-        sizes = [n for n in POOL_GRID if n <= table.max_instances(c)]
-        if not sizes or c.role not in POOLED_ROLES:
+    for i, c in enumerate(table.candidates):
+        if i not in found:
             rows.append(c)
             continue
-        gpu = gpus[c.gpu]
-        link = kv_link_of(gpu, kv_links) if c.role == "prefill" else None
-        pools = pool_capacities_rps(model, gpu, c.layout, c.role, workload, slo, sizes, engine=engine,
-                                    headroom=headroom, kv_link=link)
-        grid = [(n, rps / n) for n, rps in zip(sizes, pools)]
+        grid = [(n, rps / n) for n, rps in zip(pooled[i][4], found[i])]
         rows.append(c.model_copy(update={"pool_rps_per_instance": monotone_per_instance(grid, c.capacity_rps)}))
     return table.model_copy(update={"candidates": tuple(rows)})
