@@ -7,12 +7,17 @@ llama-3.1-70b; 96-98 % more requests per dollar with PCP at 8-12k-token prompts 
 TTFT). They are kept here, switchable, so tests can show that switching any of them on never improves a
 plan within the performance model: ``build_candidate_table(..., pre_cuts=PreCuts(pipeline_needed=True))``.
 
-``DEFAULT_PRE_CUTS`` still applies ``pipeline_needed``: with it off, qwen3-32b on 16xH100 (chat)
-gets prefill pools of TP1 PP2 and PP8 that the performance model rates at 16 and 70 req/s per
-instance, while the discrete-event simulator replays that plan at 6 % SLO attainment (queues grow at
-both prefill pools). Until the performance model and the simulator agree on deep-PP prefill, a plan
-that fails its own simulation is worse than one up to 9 % below the model's optimum; switch the
-default off (``PreCuts()``) once they do.
+``DEFAULT_PRE_CUTS`` still applies ``pipeline_needed``, no longer for the physics. The performance
+model and the discrete-event simulator used to disagree on deep-PP prefill (qwen3-32b on 16xH100,
+chat: prefill pools of TP1 PP2 and PP8 at 6 % simulated SLO attainment): the plan's --max-num-seqs
+for a PP prefill instance held one step's prompts, while vLLM counts every request of the pp
+batches in flight against it (``max_num_seqs``, v1/core/sched/scheduler.py:131 and :1072; pp
+batches in flight, config/vllm.py:588 and v1/engine/core.py:708), so the pipeline never filled.
+It now holds pp steps' prompts, the simulator's router weighs a pipeline's pp-fold throughput, and
+that plan meets its SLO in simulation (``benchmarks/sim_prefill_layouts.py`` compares PP 2, 4 and
+8 prefill). What still holds the cut on is solve time: with it off, qwen3-32b on
+683xH100+683xH200+682xB200 leaves the ratio's second phase (most goodput, then least cost, within
+the tolerance) unproven after 40 s of deterministic time, where the cut table proves in 0.4 s.
 """
 
 from __future__ import annotations

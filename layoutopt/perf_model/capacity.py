@@ -60,7 +60,7 @@ class InstancePerf(BaseModel):
     layout: Layout
     engine: str
     max_batch_size: int = Field(ge=0, description="sequences per instance: decoding (memory- and SLO-limited), or "
-                                               "prompts per prefill step (prefill role)")
+                                               "prompts of the pp prefill steps in flight (prefill role)")
     capacity_rps: float = Field(ge=0, description="requests/s one instance sustains at the SLO, x headroom")
     ttft_ms: Percentiles = Field(description="at capacity_rps; decode role: first decode step only")
     tpot_ms: Percentiles = Field(description="at capacity_rps; prefill role: 0")
@@ -204,9 +204,11 @@ def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role
     at_capacity = _evaluate(costs, role, _at_rate(coarse, role, capacity), quantiles)
     binding = _binding(rows, k, costs, role, ttft_t, tpot_t)
     if role == "prefill":
-        # Prompts one step holds at the mean length (the engine's --max-num-seqs for this pool):
-        # fewer would serialize prefills the model batches.
+        # Prompts one step holds at the mean length, times the pp steps in flight (the engine's
+        # --max-num-seqs for this pool counts every request of the batches in flight, vLLM
+        # v1/core/sched/scheduler.py:1072): fewer would serialize prefills the model batches.
         batch_limit = max(1, int(math.ceil(costs.chunk_tokens / max(costs.mean_input_tokens, 1.0))))
+        batch_limit *= costs.pipeline_depth
     else:
         batch_limit = max(1, min(costs.max_batch_size, int(math.ceil(float(rows.batch[k])))))
     tpot = (Percentiles(p50=0.0, p90=0.0, p99=0.0) if role == "prefill"

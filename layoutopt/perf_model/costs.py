@@ -70,6 +70,8 @@ class PhaseCosts:
     prefill_step_fixed_s: float = 0.0
     prompts_per_step: float = 1.0
     pipeline_depth: int = 1           # prefill steps overlap pp-fold (a stage frees after 1/pp)
+    # Token budget of one prefill server's step (one attention-DP rank's scheduler); 0: chunk_tokens.
+    server_chunk_tokens: int = 0
     # Output lengths: E[1 / (O - 1)] over requests (how much one prompt riding in a request's
     # steps moves its TPOT) and the decode-step spread per sequence (s, one standard deviation of
     # one sequence's contribution to a step, context spread included).
@@ -90,6 +92,11 @@ class PhaseCosts:
     # Squared coefficient of variation of the KV a sequence holds (prompt + whole output, weighted
     # by its time in the batch) when KV memory, not --max-num-seqs, limits the batch; 0 otherwise.
     reservation_scv: float = 0.0
+
+    @property
+    def server_budget_tokens(self) -> int:
+        """Token budget of one prefill server's step (an attention-DP rank has its own scheduler)."""
+        return self.server_chunk_tokens or self.chunk_tokens
 
     @property
     def mean_input_tokens(self) -> float:
@@ -256,9 +263,16 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     batch_cap = max(int(batch_cap), 1)
     kv_bound = max_batch_size is None or breakdown.max_batch_size < max_batch_size
 
+    # A prefill instance with attention DP is dp servers, each rank its own scheduler with its own
+    # budget (vLLM DPEngineCoreProc; SGLang's DP controller), stepping together through the MoE
+    # collectives: a rank's step of k prompts is costed with every rank holding k (the load at
+    # which capacity is decided; an idle rank runs a dummy batch). ``step.prefill_time`` takes the
+    # instance's prompts, ceil(batch / dp) per rank.
+    ranks = servers if role == "prefill" else 1
+
     def prefill_one(length: float) -> float:
         cached = int(round(length * hit))
-        return step.prefill_time(model, gpu, layout, int(round(length)), batch_size=1, cached_tokens=cached,
+        return step.prefill_time(model, gpu, layout, int(round(length)), batch_size=ranks, cached_tokens=cached,
                                  engine=profile).total_s
 
     zeros = np.zeros_like(tokens)
@@ -268,16 +282,18 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         prefill_s = np.polyval(poly, tokens)
     occupancy, fixed_s, per_step = zeros, 0.0, 1.0
     if role == "prefill":
-        # A step of k prompts of the mean length costs T(k) = T0 + k t; T0 (per-step overhead,
-        # weight and expert reads) is what batching spreads over the step's prompts.
-        per_step = max(1.0, math.floor(chunk / max(mean_uncached, 1.0)))
+        # A server's step of k prompts of the mean length costs T(k) = T0 + k t; T0 (per-step
+        # overhead, weight and expert reads) is what batching spreads over the step's prompts.
+        budget = profile.max_num_batched_tokens
+        per_step = max(1.0, math.floor(budget / max(mean_uncached, 1.0)))
         if per_step >= 2:
             length = int(round(mean_input))
             cached = int(round(mean_input * hit))
-            one = step.prefill_time(model, gpu, layout, length, 1, cached, engine=profile).total_s
-            full = step.prefill_time(model, gpu, layout, length, int(per_step), cached, engine=profile).total_s
+            one = step.prefill_time(model, gpu, layout, length, ranks, cached, engine=profile).total_s
+            full = step.prefill_time(model, gpu, layout, length, int(per_step) * ranks, cached,
+                                     engine=profile).total_s
             fixed_s = min(max((per_step * one - full) / (per_step - 1.0), 0.0), one)
-        full_batch = np.maximum(np.minimum(chunk / np.maximum(uncached, 1.0), per_step), 1.0)
+        full_batch = np.maximum(np.minimum(budget / np.maximum(uncached, 1.0), per_step), 1.0)
         occupancy = (prefill_s - fixed_s * (1.0 - 1.0 / full_batch)) / layout.pp_size
     kv_s = zeros
     if role == "prefill" and kv_link is not None:
@@ -326,7 +342,8 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         input_tokens=tokens, input_weights=weights, input_tokens_uncached=uncached, output_tokens_mean=mean_output,
         prefill_s=prefill_s, prefill_occupancy_s=occupancy, kv_transfer_s=kv_s, batch_grid=grid.astype(float),
         decode_step_s=decode_s, chunk_s_per_token=chunk_per_token, chunk_tokens=int(chunk),
-        max_batch_size=batch_cap, prefill_servers=servers, prefill_bottleneck=prefill_bottleneck,
+        max_batch_size=batch_cap, prefill_servers=servers, server_chunk_tokens=profile.max_num_batched_tokens,
+        prefill_bottleneck=prefill_bottleneck,
         decode_bottleneck=decode_bottleneck,
         request_overhead_s=profile.request_overhead_ms * 1e-3 if role != "decode" else 0.0,
         prefill_step_fixed_s=fixed_s, prompts_per_step=per_step,

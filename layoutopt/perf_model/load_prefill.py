@@ -53,7 +53,7 @@ def prefill_steps(costs: PhaseCosts, rate_rps: np.ndarray, iterations: int = 14)
     own_mean = max(float(own_mean), 1e-9)
     t = own_mean / chunks / depth
     t_var = t * t * max(own_second / own_mean**2 - 1.0, 0.0) * item_var_ratio
-    top = max(float(costs.chunk_tokens) / (costs.mean_input_tokens / chunks), 1.0)
+    top = max(float(costs.server_budget_tokens) / (costs.mean_input_tokens / chunks), 1.0)
     rho = rate * t
     full = fixed + top * t
 
@@ -110,13 +110,13 @@ def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_
     own_mean = float(((costs.prefill_s - costs.prefill_step_fixed_s) * weights).sum())
     depth = costs.pipeline_depth
     # A full step spends the whole token budget.
-    full_step = (costs.prefill_step_fixed_s + costs.chunk_tokens * own_mean / costs.mean_input_tokens) / depth
+    full_step = (costs.prefill_step_fixed_s + costs.server_budget_tokens * own_mean / costs.mean_input_tokens) / depth
     rho_full = rate * _full_batch_occupancy(costs) / servers
     util = steps.busy
     biased = steps.step_s * (1.0 + steps.step_scv)    # the step an arrival falls in (length-biased)
     residual = 0.5 * biased
     mean_tokens = costs.mean_input_tokens
-    budget = float(costs.chunk_tokens)
+    budget = float(costs.server_budget_tokens)
     # Overflow: the tokens gathered during that step beyond one step's budget (E[(G - B)^+], G
     # gamma) are ahead of a prompt half the time (it sits halfway among them) and push it to later
     # full steps, which queue at the full-batch rate (1 / (1 - rho_full)).
@@ -162,7 +162,7 @@ def _chunk_items(costs: PhaseCosts) -> tuple[float, float]:
     """(chunks per prompt, item scv / prompt scv) when prompts are cut at the token budget, from
     the prompt-length bins (own work about proportional to tokens)."""
     tokens, w = costs.input_tokens_uncached, costs.input_weights
-    budget = float(costs.chunk_tokens)
+    budget = float(costs.server_budget_tokens)
     full = np.floor(tokens / budget)
     tail = tokens - full * budget
     chunks = float(((full + (tail > 0)) * w).sum())

@@ -89,9 +89,11 @@ class Simulation:
         for spec, counters in zip(pools, self.counters, strict=True):
             rate = spec.routing_weight
             if spec.role == "prefill":
-                rate = spec.max_batched_tokens / spec.step_times.prefill_step_s(spec.max_batched_tokens, 1, 0.0)
+                # Prompt tokens per second at full steps; a pipeline holds pp steps in flight.
+                full_s = spec.step_times.prefill_step_s(spec.max_batched_tokens, 1, 0.0)
+                rate = spec.max_batched_tokens * spec.pipeline_depth / full_s
             group = {"prefill": self.front, "colocated": self.colocated, "decode": self.decoders}[spec.role]
-            group.extend(_Instance(spec, counters, rate) for _ in range(spec.num_instances))
+            group.extend(_Instance(spec, counters, rate) for _ in range(spec.num_instances * spec.servers_per_instance))
         # The engine's per-request overhead (API server, tokenizer) delays every arrival equally.
         self.request_overhead_s = max((p.request_overhead_s for p in pools if p.role != "decode"), default=0.0)
         self.colocated_share = colocated_share if self.colocated and self.front else (1.0 if self.colocated else 0.0)

@@ -51,8 +51,13 @@ def _context_grid(max_context_tokens: int, points: int, with_zero: bool = False)
 
 @lru_cache(maxsize=256)
 def step_tables(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: str, max_batched_tokens: int,
-                max_batch_size: int) -> TabulatedStepTimes:
-    """Interpolating step-time tables of one instance type (seconds)."""
+                max_batch_size: int, prefill_ranks: int = 1) -> TabulatedStepTimes:
+    """Interpolating step-time tables of one instance type (seconds).
+
+    ``prefill_ranks`` > 1: the prefill table is one attention-DP rank's, a step of b prompts
+    costed with each of the ``prefill_ranks`` ranks holding b (the performance model's prefill
+    server, :func:`~layoutopt.perf_model.costs.phase_costs`).
+    """
     max_context = model.max_context_tokens
     if max_batch_size <= _DECODE_BATCH_EXACT_UP_TO:
         batches = np.arange(1, max_batch_size + 1)
@@ -65,8 +70,8 @@ def step_tables(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: str, max
     tokens = _int_grid(1, max_batched_tokens, _PREFILL_TOKEN_POINTS)
     sequences = _int_grid(1, max(min(max_batch_size, max_batched_tokens), 1), _PREFILL_SEQUENCE_POINTS)
     earlier = _context_grid(max_context, _PREFILL_CONTEXT_POINTS, with_zero=True)
-    prefill_s = np.array([[[step.prefill_time(model, gpu, layout, int(t + c), batch_size=int(b), cached_tokens=int(c),
-                                              engine=engine).total_s
+    prefill_s = np.array([[[step.prefill_time(model, gpu, layout, int(t + c), batch_size=int(b) * prefill_ranks,
+                                              cached_tokens=int(c), engine=engine).total_s
                             for c in earlier] for b in sequences] for t in tokens])
     prefill = Table3D(tokens.astype(float), sequences.astype(float), earlier, prefill_s)
 
@@ -119,16 +124,22 @@ def pool_spec(model: ModelSpec, engine: str, pool: Pool, name: str, transfer: Ta
     memory.check_layout(model, gpu, layout, allow_cross_domain=True)
     memory.check_fits(model, gpu, layout, context_tokens=1, engine=engine)
     profile = get_engine_profile(engine)
-    budget = profile.max_num_batched_tokens * layout.dp_size
+    # A prefill instance's attention-DP ranks are separate schedulers (vLLM DPEngineCoreProc,
+    # v1/engine/core.py:2281, fed by the front end's least-loaded choice, v1/engine/core_client.py:1768;
+    # SGLang's data_parallel_controller): one server each, with its own token budget and
+    # --max-num-seqs (the plan's batch / dp, as emitted). Other roles run the instance as one engine.
+    ranks = layout.dp_size if pool.role == "prefill" else 1
+    budget = profile.max_num_batched_tokens * layout.dp_size // ranks
     # Pool.max_batch_size is the pool's --max-num-seqs: decoding sequences, or for a prefill pool
-    # the prompts one step may hold (a plan without one runs with vLLM's default).
+    # the prompts its steps in flight may hold (a plan without one runs with vLLM's default).
     max_batch = pool.max_batch_size if pool.max_batch_size >= 1 else SAMPLER_MAX_NUM_SEQS
+    max_batch = -(-max_batch // ranks)
     budget = max(budget, max_batch + 1)  # decode tokens never starve prompt chunks
     capacity_bytes, per_sequence = kv_tables(model, gpu, layout, engine)
-    times = step_tables(model, gpu, layout, engine, budget, max_batch)
+    times = step_tables(model, gpu, layout, engine, budget, max_batch, ranks)
     return PoolSpec(
-        name=name, role=pool.role, num_instances=pool.instances, step_times=times,
-        max_batch_size=max_batch, kv_capacity_bytes=capacity_bytes, kv_bytes_per_sequence=per_sequence,
+        name=name, role=pool.role, num_instances=pool.instances, servers_per_instance=ranks, step_times=times,
+        max_batch_size=max_batch, kv_capacity_bytes=capacity_bytes / ranks, kv_bytes_per_sequence=per_sequence,
         max_batched_tokens=budget, kv_transfer_s=transfer or (lambda prompt_tokens: 0.0),
         routing_weight=pool.capacity_rps if pool.capacity_rps > 0 else float(pool.max_batch_size),
         pipeline_depth=layout.pp_size if pool.role == "prefill" else 1,

@@ -29,7 +29,10 @@ class PoolSpec:
     router's notion of an instance's speed (colocated and decode pools); a prefill pool with
     ``pipeline_depth`` pp starts its next step after 1/pp of a step (pipeline parallelism);
     ``request_overhead_s`` is the engine's per-request time off the GPU (API server, tokenizer,
-    streaming) that a request spends before it reaches the pool (pools that receive arrivals).
+    streaming) that a request spends before it reaches the pool (pools that receive arrivals);
+    ``servers_per_instance`` schedulers run in each instance (a prefill instance's attention-DP
+    ranks, each with its own queue, token budget and batch limit: then ``max_batch_size``,
+    ``max_batched_tokens``, ``kv_capacity_bytes`` and ``step_times`` describe one rank).
     """
 
     name: str
@@ -44,10 +47,13 @@ class PoolSpec:
     routing_weight: float = 1.0
     pipeline_depth: int = 1
     request_overhead_s: float = 0.0
+    servers_per_instance: int = 1
 
     def __post_init__(self) -> None:
-        if self.num_instances < 1 or self.max_batch_size < 1 or self.max_batched_tokens < 1:
-            raise ValueError(f"pool {self.name}: instances, max_batch_size and max_batched_tokens must be >= 1")
+        if (self.num_instances < 1 or self.max_batch_size < 1 or self.max_batched_tokens < 1
+                or self.servers_per_instance < 1):
+            raise ValueError(f"pool {self.name}: instances, max_batch_size, max_batched_tokens and "
+                             "servers_per_instance must be >= 1")
         if self.routing_weight <= 0 or self.pipeline_depth < 1 or self.request_overhead_s < 0:
             raise ValueError(f"pool {self.name}: routing_weight must be > 0, pipeline_depth >= 1, "
                              "request_overhead_s >= 0")

@@ -156,7 +156,7 @@ def summarize(trace: EngineTrace, requests: Requests, pools: list[PoolSpec], slo
 
 
 def _pool_stats(spec: PoolSpec, counters: PoolCounters, window_s: float) -> PoolStats:
-    instance_s = window_s * spec.num_instances
+    instance_s = window_s * spec.num_instances * spec.servers_per_instance
     busy_s = counters.busy_s
     return PoolStats(
         name=spec.name, role=spec.role, instances=spec.num_instances,
