@@ -10,14 +10,16 @@ Cases (issue 13 targets in brackets):
 - sizes:    qwen3-32b, one and three GPU types, at each --sizes GPU count
 
 Each row: the process wall time of the solve (a fresh per-process cache: the first solve of a
-model pays for its candidate evaluation), the solver's share (CP-SAT deterministic time and wall
-time of the layout search), status and gap. Evaluation runs in worker processes on every CPU this
+model pays for its candidate evaluation), its CPU time (this process and the evaluation workers:
+on a shared machine wall time mostly measures the load), the solver's wall time (its limit is
+CP-SAT deterministic time, so the plan does not depend on the load), status and gap. Evaluation runs in worker processes on every CPU this
 process may use (``layoutopt.optimizer.evaluation``); the CPU count is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 from layoutopt.optimizer.evaluation import available_workers
@@ -47,16 +49,25 @@ def budget_text(num_gpus: int, gpu_types: tuple[str, ...]) -> str:
     return "+".join(f"{n}x{gpu}" for n, gpu in zip(counts, gpu_types) if n)
 
 
-def row(label: str, wall_s: float, solver, extra: str = "") -> None:
+def row(label: str, timing: tuple[float, float], solver, extra: str = "") -> None:
+    wall_s, cpu_s = timing
     gap = f"{solver.gap:.2%}" if solver.gap is not None else "-"
-    print(f"{label:44s} {wall_s:>8.2f} {solver.wall_time_s:>8.2f} {solver.status:9s} {gap:>7s} "
-          f"{solver.num_candidates:>6d} {solver.num_layouts_considered:>7d} {extra}", flush=True)
+    print(f"{label:44s} {wall_s:>8.2f} {cpu_s:>8.2f} {solver.wall_time_s:>8.2f} "
+          f"{solver.status:9s} {gap:>7s} {solver.num_candidates:>6d} {solver.num_layouts_considered:>7d} {extra}",
+          flush=True)
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the evaluation workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def timed(fn, *args, **kwargs):
-    started = time.perf_counter()
+    """(result, (wall s, CPU s)): CPU time is what a shared, loaded machine distorts least."""
+    started, cpu = time.perf_counter(), _cpu_s()
     result = fn(*args, **kwargs)
-    return result, time.perf_counter() - started
+    return result, (time.perf_counter() - started, _cpu_s() - cpu)
 
 
 def main() -> None:
@@ -67,7 +78,8 @@ def main() -> None:
     args = parser.parse_args()
     cases = set(args.cases.split(",")) if args.cases else set()
     print(f"CPUs for candidate evaluation: {available_workers()}")
-    print(f"{'case':44s} {'wall s':>8s} {'solver s':>8s} {'status':9s} {'gap':>7s} {'cands':>6s} {'layouts':>7s}")
+    print(f"{'case':44s} {'wall s':>8s} {'CPU s':>8s} {'solver s':>8s} {'status':9s} {'gap':>7s} "
+          f"{'cands':>6s} {'layouts':>7s}")
     if "deepseek" in cases:
         plan, wall_s = timed(solve, "deepseek-v3", "$400/h", time_limit_s=args.time_limit)
         row("deepseek-v3 '$400/h', all GPU types", wall_s, plan.solver)
