@@ -109,6 +109,12 @@ def test_no_split_when_splitting_does_not_pay():
     assert all(o.status == "optimal" and o.cost_usd_per_hour >= routed.cost_usd_per_hour for o in routed.options)
     assert "over the thresholds tried" in routed.solver.proof and "not covered" in routed.solver.proof
     assert routed.cost_usd_per_hour == routed.no_split_cost_usd_per_hour
+    # "No split" is the one-member fleet model: it must cost what a plain min-cost solve costs.
+    from layoutopt import api
+
+    plain = api.solve("qwen3-8b", "8xH100+8xL40S", SLO_CHAT, preset_workload("chat"), rate_rps=20,
+                      objective="min-cost", time_limit_s=5)
+    assert plain.status == "optimal" and plain.totals.cost_usd_per_hour == pytest.approx(routed.cost_usd_per_hour)
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [({"rate_rps": None}, "--rate"), ({"rate_rps": float("nan")}, "--rate"),
