@@ -39,6 +39,7 @@ def vllm_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, Any
     _vllm_pp_connector(wheel, facts)
     _vllm_expert_parallel(wheel, facts)
     _vllm_precision(wheel, facts)
+    _vllm_online_quantization(wheel, facts)
     _flag_facts(facts, flags, {
         "multi_node_dp_flags": ["--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
                                 "--data-parallel-start-rank", "--headless"],
@@ -216,6 +217,48 @@ def _vllm_precision(wheel: Wheel, facts: Facts) -> None:
               "(cutlass_scaled_mm_supports_fp4), not readable from the wheel's Python.")
 
 
+def _vllm_online_quantization(wheel: Wheel, facts: Facts) -> None:
+    """Which weight formats the engine quantizes 16-bit checkpoints to at load time, and with which flag."""
+    config = "vllm/config/quantization.py"
+    if wheel.exists(config) and wheel.find(config, r"^_ONLINE_SHORTHANDS") is not None:
+        # 0.33: `--quantization fp8` refuses BF16 checkpoints; the online schemes are shorthands of their own.
+        line = wheel.require(config, r'^    "fp8_per_tensor": QuantizationConfigArgs\(')
+        facts.add("online_quantization_fp8", "fp8_per_tensor", config, line,
+                  "--quantization fp8_per_tensor quantizes a BF16/FP16 checkpoint's linear and MoE weights to FP8 "
+                  "(per-tensor scales) while loading: an FP8 plan needs no pre-quantized checkpoint.")
+        line = wheel.require(config, r'^    "mxfp4": QuantizationConfigArgs\(')
+        facts.add("online_quantization_mxfp4", "mxfp4", config, line,
+                  "--quantization mxfp4 on a checkpoint without quantization metadata quantizes linear and MoE "
+                  "weights to MXFP4 while loading (_DEFERRED_ONLINE_SHORTHANDS: online only when the checkpoint "
+                  "carries no quantization config).")
+        line = wheel.find(config, r'^    "nvfp4_per_token": QuantizationConfigArgs\(')
+        if line is not None:
+            facts.add("online_quantization_fp4_moe_only", "nvfp4_per_token", config, line,
+                      "Online NVFP4 quantizes MoE expert weights only (linear layers stay BF16; Blackwell with "
+                      "FlashInfer TRTLLM): not the all-FP4 weights layoutopt's fp4 precision means, so an fp4 "
+                      "plan still needs an NVFP4 checkpoint.")
+        fp8 = QUANT_DIR + "fp8.py"
+        line = wheel.find(fp8, r"The `fp8` quantization method no longer supports online")
+        if line is not None:
+            facts.add("fp8_online_refused", True, fp8, line,
+                      "--quantization fp8 on a BF16 checkpoint raises at start-up in this version: online FP8 "
+                      "is written as --quantization fp8_per_tensor.")
+        base = QUANT_DIR + "online/base.py"
+        start = wheel.require(base, r"^class OnlineQuantizationConfig\(")
+        line = wheel.require(base, r"def get_min_capability", after=start)
+        returned = wheel.require(base, r"return \d+", after=line)
+        facts.add("online_quantization_min_capability", int(re.search(r"return (\d+)", wheel.line_text(base, returned))
+                  .group(1)), base, returned,
+                  "OnlineQuantizationConfig.get_min_capability: the online schemes load from this compute "
+                  "capability (x10); the kernels' own limits (FP8 compute from 8.9) still apply.")
+        return
+    fp8 = QUANT_DIR + "fp8.py"
+    line = wheel.require(fp8, r"qweight, weight_scale = ops\.scaled_fp8_quant\(layer\.weight, scale=None\)")
+    facts.add("online_quantization_fp8", "fp8", fp8, line,
+              "Fp8LinearMethod.process_weights_after_loading quantizes the weights of a checkpoint that is not "
+              "FP8-serialized: --quantization fp8 on a BF16 checkpoint is online FP8.")
+
+
 def vllm_quantization(wheel: Wheel, directory: str = QUANT_DIR) -> list[dict[str, Any]]:
     """Every QuantizationConfig class with its method name and minimum compute capability."""
     rows = []
@@ -286,6 +329,11 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
         if line is not None:
             facts.add("dcp_divides_tp", "tp_size % dcp_size == 0", hook, line,
                       "SGLang's decode context parallelism reuses the TP ranks: --dcp-size must divide --tp-size.")
+    fp8 = "sglang/srt/layers/quantization/fp8.py"
+    line = wheel.require(fp8, r"# If checkpoint not serialized fp8, quantize the weights\.")
+    facts.add("online_quantization_fp8", "fp8", fp8, line,
+              "Fp8LinearMethod.process_weights_after_loading quantizes the weights of a checkpoint that is not "
+              "FP8-serialized: --quantization fp8 on a BF16 checkpoint is online FP8.")
     # The method table: the --quantization choices, with the minimum capability where a config class states it.
     capabilities = {r["method"]: r for r in vllm_quantization(wheel, "sglang/srt/layers/quantization/")}
     quantization = [capabilities.get(m) or {"method": m, "min_capability": None,

@@ -7,11 +7,14 @@ import pytest
 from layoutopt.engines import check_layout, check_pair, engine_notes
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
+from layoutopt.model_catalog.checkpoints import with_user_checkpoints
 from layoutopt.plan import Layout
 
 QWEN = get_model("qwen3-32b")          # dense GQA, 8 KV heads, 64 query heads
 DEEPSEEK = get_model("deepseek-v3")    # MLA + MoE
 QWEN_MOE = get_model("qwen3-30b-a3b")  # GQA + MoE
+# qwen3-32b with an NVFP4 checkpoint of the user's, so the precision rules are seen apart from checkpoint_unavailable.
+QWEN_FP4 = with_user_checkpoints(QWEN, ["fp4=me/Qwen3-32B-NVFP4"])
 H100, A100, B200, MI300X = (get_gpu(n) for n in ("H100-SXM", "A100-80GB-SXM", "B200", "MI300X"))
 # A GPU below Marlin's minimum (a V100-class part, compute capability 7.0; not in the catalog).
 TURING = A100.model_copy(update={"name": "V100-like", "compute_capability": 7.0})
@@ -140,11 +143,11 @@ def test_expert_parallel(engine, model, layout, expected):
 ])
 def test_precision_by_gpu_generation(engine, gpu, weight, kv, expected):
     layout = Layout(tp_size=2, weight_precision=weight, kv_precision=kv)
-    assert rules(engine, QWEN, gpu, layout, "colocated") == expected
+    assert rules(engine, QWEN_FP4, gpu, layout, "colocated") == expected
 
 
 def test_fp4_below_marlin_cites_the_weight_only_kernel():
-    [v] = check_layout("vllm==0.33.0", QWEN, TURING, Layout(tp_size=2, weight_precision="fp4"), "colocated")
+    [v] = check_layout("vllm==0.33.0", QWEN_FP4, TURING, Layout(tp_size=2, weight_precision="fp4"), "colocated")
     # The checkpoint's quantization method (modelopt_fp4) states the same minimum as the Marlin kernel.
     assert str(v.source).startswith("vllm/model_executor/layers/quantization/") and "7.5" in v.message
 

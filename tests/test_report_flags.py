@@ -8,7 +8,8 @@ import yaml
 
 from layoutopt.errors import InputError
 from layoutopt.plan import Pool
-from layoutopt.report.checkpoints import checkpoints, served_checkpoint
+from layoutopt.model_catalog.checkpoints import prequantized_checkpoints
+from layoutopt.report.checkpoints import served_checkpoint
 from layoutopt.report.emit import render
 from layoutopt.report.engine_flags import SUPPORTED_VERSIONS, bad_choices, load_engine_flags, parse_engine, unknown_flags
 from layoutopt.report.node_launch import node_launch
@@ -190,16 +191,33 @@ def test_sglang_multi_node_and_bootstrap_port():
     assert _value(argv, "--disaggregation-transfer-backend") == "nixl"
 
 
+def _served(engine: str, model: str, precision: str, gpu: str = "H100-SXM", model_id: str | None = None):
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.model_catalog.catalog import get_model
+
+    spec = get_model(model)
+    return served_checkpoint(engine, spec, spec.hf_id, get_gpu(gpu), precision, model_id)
+
+
 def test_checkpoint_resolution():
-    assert served_checkpoint("qwen3-32b", "Qwen/Qwen3-32B", "bf16", "fp8", None).model_dump() == {
+    assert _served("vllm", "qwen3-32b", "fp8").model_dump() == {
         "hf_id": "Qwen/Qwen3-32B-FP8", "online_quantization": None, "note": None}
-    online = served_checkpoint("llama-3.1-70b", "meta-llama/Llama-3.1-70B", "bf16", "fp8", None)
-    assert (online.hf_id, online.online_quantization) == ("meta-llama/Llama-3.1-70B", "fp8")
-    assert served_checkpoint("deepseek-v3", "deepseek-ai/DeepSeek-V3", "fp8", "fp8", None).online_quantization is None
-    with pytest.raises(InputError, match="--model-id"):
-        served_checkpoint("qwen3-8b", "Qwen/Qwen3-8B", "bf16", "fp4", None)
-    assert served_checkpoint("qwen3-8b", "Qwen/Qwen3-8B", "bf16", "fp4", "me/qwen3-8b-nvfp4").hf_id == "me/qwen3-8b-nvfp4"
-    assert all(row.source.startswith("https://huggingface.co/" + row.hf_id) for row in checkpoints())
+    assert _served("vllm", "deepseek-v3", "fp8").online_quantization is None
+    assert _served("vllm", "qwen3-8b", "fp4", "B200").hf_id == "nvidia/Qwen3-8B-FP4"
+    with pytest.raises(InputError, match="--checkpoint fp4="):
+        _served("vllm", "qwen3-30b-a3b", "fp4", "B200")
+    assert _served("vllm", "qwen3-30b-a3b", "fp4", "B200", "me/q30-nvfp4").hf_id == "me/q30-nvfp4"
+    assert all(row.source.startswith("https://huggingface.co/" + row.hf_id) for row in prequantized_checkpoints())
+
+
+@pytest.mark.parametrize(("release", "flag"), [("vllm==0.33.0", "fp8_per_tensor"), ("vllm==0.13.0", "fp8"),
+                                               ("sglang==0.5.23", "fp8"), ("sglang==0.5.3", "fp8")])
+def test_online_fp8_uses_each_versions_own_flag(release, flag):
+    # vLLM 0.33 refuses `--quantization fp8` on a BF16 checkpoint (fp8.py:108); its online FP8 is fp8_per_tensor.
+    online = _served(release, "llama-3.1-70b", "fp8")
+    assert (online.hf_id, online.online_quantization) == ("meta-llama/Llama-3.1-70B", flag)
+    engine, version = release.split("==")
+    assert flag in load_engine_flags(engine, version).choices["--quantization"]
 
 
 def test_prequantized_checkpoint_has_no_online_quantization_flag():

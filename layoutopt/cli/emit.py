@@ -28,6 +28,9 @@ def plan_engine(plan: Plan) -> str:
 @click.option("--model-id", default=None,
               help="HuggingFace id to serve (default: the catalog's id, or its pre-quantized checkpoint); "
                    "required when the plan's model is a config.json")
+@click.option("--checkpoint", "checkpoints", multiple=True, metavar="PRECISION=ORG/NAME",
+              help="a checkpoint of one weight precision to serve (as given to solve --checkpoint), e.g. "
+                   "fp4=nvidia/Qwen3-32B-FP4; repeatable")
 @click.option("--namespace", default="default", show_default=True, help="Kubernetes namespace of the manifests")
 @click.option("--image", default=None, help="container image (default: the engine's official image for its version)")
 @click.option("--hf-token-secret", default="hf-token", show_default=True,
@@ -38,7 +41,8 @@ def plan_engine(plan: Plan) -> str:
 @click.option("--pin-nodes/--no-pin-nodes", default=None,
               help="pin pods to the placement's host names (default: only for plans placed on a --cluster file)")
 @click.option("--force", is_flag=True, help="write into a folder holding other files (only emit's own files are touched)")
-def command(plan_file: str, out_dir: str, engine: str | None, model_id: str | None, namespace: str, image: str | None,
+def command(plan_file: str, out_dir: str, engine: str | None, model_id: str | None, checkpoints: tuple[str, ...],
+            namespace: str, image: str | None,
             hf_token_secret: str, model_cache_pvc: str | None, rdma_resource: str, pin_nodes: bool | None,
             force: bool) -> None:
     """Write plan.json, report.md, launch/*.sh, k8s/*.yaml and plots/* for PLAN_FILE into OUT_DIR.
@@ -55,7 +59,7 @@ def command(plan_file: str, out_dir: str, engine: str | None, model_id: str | No
     rdma = None if rdma_resource.lower() == "none" else rdma_resource
     options = KubernetesOptions(hf_token_secret=hf_token_secret, model_cache_pvc=model_cache_pvc,
                                 rdma_resource=rdma, pin_nodes=pin_nodes)
-    written = emit(plan, out_dir, engine=engine, model_id=model_id, namespace=namespace, image=image, force=force,
+    written = emit(plan, out_dir, engine=engine, model_id=model_id, checkpoints=checkpoints, namespace=namespace, image=image, force=force,
                    kubernetes=options)
     click.echo(f"wrote {len(written)} files to {out_dir}:")
     for path in written:

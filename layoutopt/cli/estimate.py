@@ -54,6 +54,9 @@ def _degree_options(prefix: str, label: str):
 @click.option("--precision", type=click.Choice(["bf16", "fp8", "fp4"]), default="bf16", show_default=True,
               help="weight precision")
 @click.option("--kv-precision", type=click.Choice(["bf16", "fp8"]), default=None, help="KV-cache precision")
+@click.option("--checkpoint", "checkpoints", multiple=True, metavar="PRECISION=ORG/NAME",
+              help="a checkpoint of the model at one weight precision besides the catalog's (as solve --checkpoint); "
+                   "repeatable")
 @click.option("--isl", type=TOKENS, help="input (prompt) tokens per request")
 @click.option("--osl", type=TOKENS, help="output tokens per request")
 @click.option("--workload", "workload_path", type=click.Path(dir_okay=False), help="workload YAML instead of isl/osl")
@@ -69,14 +72,16 @@ def _degree_options(prefix: str, label: str):
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
               help="profile YAML from layoutopt calibrate, instead of the built-in constants")
 @format_option
-def command(model, gpu, engine, precision, kv_precision, isl, osl, workload_path, batch, instances,
+def command(model, gpu, engine, precision, kv_precision, checkpoints, isl, osl, workload_path, batch, instances,
             prefill_instances, decode_instances, concurrency, rate, profile_path, output_format, **degrees) -> None:
     """Predict latency (TTFT, TPOT percentiles), throughput, memory and bottlenecks of one deployment."""
     from layoutopt.api import estimate
     from layoutopt.model_catalog.catalog import get_model
     from layoutopt.workloads.workload import check_fits_context
 
-    spec = get_model(model)
+    from layoutopt.model_catalog.checkpoints import with_user_checkpoints
+
+    spec = with_user_checkpoints(get_model(model), checkpoints)
     workload = None
     if workload_path:
         from layoutopt.workloads.loaders import load_workload

@@ -20,6 +20,15 @@ from layoutopt.errors import InfeasibleError, InputError
 MAX_TOP_K = 100
 
 
+def _with_checkpoints(model, checkpoints):
+    """The model's spec with the user's ``--checkpoint PRECISION=ID`` ids (the search may use those precisions)."""
+    from layoutopt.model_catalog.catalog import get_model
+    from layoutopt.model_catalog.checkpoints import with_user_checkpoints
+    from layoutopt.optimizer.solve import DEFAULT_MODEL
+
+    return with_user_checkpoints(get_model(model or DEFAULT_MODEL), checkpoints)
+
+
 def _checked_workload(model, workload_path, isl, osl):
     """The workload file loaded (or None), after checking its lengths (or --isl/--osl) fit the model's context."""
     from layoutopt.model_catalog.catalog import get_model
@@ -63,6 +72,9 @@ def _checked_workload(model, workload_path, isl, osl):
                    "engine rules the plan obeys (layoutopt catalog engines)")
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
               help="profile YAML from layoutopt calibrate, instead of the built-in constants of its GPU generation")
+@click.option("--checkpoint", "checkpoints", multiple=True, metavar="PRECISION=ORG/NAME",
+              help="a checkpoint of the model at one weight precision besides the catalog's (e.g. "
+                   "fp4=nvidia/Qwen3-32B-FP4): the search may then propose that precision; repeatable")
 @click.option("--precision", type=click.Choice(["auto", "bf16", "fp8", "fp4"]), default="auto", show_default=True,
               help="weight precision; auto lets the solver choose weights and KV cache")
 @click.option("--headroom", type=FiniteFloatRange(), default=0.7, show_default=True, help="target utilization of each instance")
@@ -98,9 +110,13 @@ def _checked_workload(model, workload_path, isl, osl):
 def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, isl, osl, rate_rps, objective, mode, engine,
             profile_path, precision, headroom, top_k, time_limit_s, tolerance_fraction, gpus_path, prices_path, verify,
             verify_requests, emit_dir, output_format,
-            output_path, fleet_path, scenarios_path, robust, route_by_length) -> None:
+            output_path, fleet_path, scenarios_path, robust, route_by_length, checkpoints) -> None:
     """Find the layout that maximizes goodput per dollar (or another --objective) under the SLO."""
     from layoutopt import api
+
+    if checkpoints and (fleet_path is not None or scenarios_path is not None or route_by_length):
+        raise InputError("--checkpoint", checkpoints[0], "--checkpoint for a single-model solve, not with --fleet, "
+                         "--scenarios or --route-by-length", "plan that model alone with its --checkpoint")
 
     if fleet_path is not None:
         _solve_fleet(fleet_path, budget, engine, precision, headroom, time_limit_s, tolerance_fraction, gpus_path,
@@ -130,6 +146,8 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
         # The simulator builds its step tables from the built-in profile of plan.engine.
         raise InputError("--verify", "with --profile", "--verify or --profile, not both: the simulator replays "
                          "with the built-in constants, so it would not check the profile's plan")
+    if checkpoints:
+        model = _with_checkpoints(model, checkpoints)
     plan = api.solve(model, budget, slo_path, workload, isl=isl, osl=osl, rate_rps=rate_rps,
                      objective=objective, mode=mode, engine=engine, precision=precision, headroom=headroom,
                      top_k=top_k, time_limit_s=time_limit_s, gpus_path=gpus_path, prices_path=prices_path,
@@ -142,7 +160,7 @@ def command(model, budget, cluster_path, spread_racks, slo_path, workload_path, 
     text = json_text(plan)
     if output_path:
         write_atomically(output_path, text + "\n")
-    written = api.emit(plan, emit_dir, engine=engine) if emit_dir and plan.pools else []
+    written = api.emit(plan, emit_dir, engine=engine, checkpoints=checkpoints) if emit_dir and plan.pools else []
     if output_format == "json":
         click.echo(text)
     else:

@@ -8,6 +8,7 @@ from layoutopt.engines.loader import available_versions, load_engine_data
 from layoutopt.engines.ref import DEFAULT_VERSIONS, ENGINE_NAMES, EngineRef, parse_engine_ref
 from layoutopt.engines.rules import RuleSummary, engine_notes
 from layoutopt.engines.schema import EngineData
+from layoutopt.model_catalog.checkpoints import DATA_FILE as CHECKPOINTS_FILE
 
 _PD_TP = {"decode_multiple_of_prefill": "decode TP must be a multiple of prefill TP",
           "either_divides": "prefill and decode TP: one must divide the other"}
@@ -37,6 +38,20 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         f"{role} {'allowed' if ok else 'refused'}" for role, ok in v.items()))
     add("pp_kv_connector", "pp_kv_connector_linear_attention",
         lambda v: "PP > 1 with the NIXL connector refuses Mamba/SSM hybrids")
+    add("checkpoint_unavailable", "online_quantization_fp8",
+        lambda v: f"FP8 weights from a 16-bit checkpoint at load time: --quantization {v}")
+    add("checkpoint_unavailable", "fp8_online_refused",
+        lambda v: "--quantization fp8 refuses a 16-bit checkpoint (online FP8 has its own name)")
+    add("checkpoint_unavailable", "online_quantization_mxfp4",
+        lambda v: f"MXFP4 weights from a 16-bit checkpoint at load time: --quantization {v}")
+    add("checkpoint_unavailable", "online_quantization_fp4_moe_only",
+        lambda v: f"online NVFP4 (--quantization {v}) covers MoE experts only: FP4 plans need an NVFP4 checkpoint")
+    add("checkpoint_unavailable", "online_quantization_min_capability",
+        lambda v: f"online quantization loads from compute capability {v / 10:.1f}")
+    rows.append(RuleSummary(rule="checkpoint_unavailable", summary=(
+        "any other weight precision needs a checkpoint of it: the model's release, a catalog variant "
+        "(models.yaml), the pre-quantized ids with sources, or the user's --checkpoint PRECISION=ORG/NAME"),
+        data_file=CHECKPOINTS_FILE))
     if ref.name == "vllm":
         add("pcp_unsupported", "pcp_attention", lambda v: f"PCP supported by: {_kinds(v)}")
         add("dcp_unsupported", "dcp_attention", lambda v: f"DCP supported by: {_kinds(v)}")
@@ -66,7 +81,7 @@ def engine_entry(data: EngineData) -> dict[str, Any]:
         "generated": data.generated, "wheel": data.wheel, "num_flags": len(data.flags),
         "quantization_methods": [q.method for q in data.quantization_methods],
         "kv_cache_dtypes": list((data.flag("--kv-cache-dtype").choices or ()) if data.flag("--kv-cache-dtype") else ()),
-        "rules": [{"rule": r.rule, "summary": r.summary, "source": str(r.source) if r.source else None}
+        "rules": [{"rule": r.rule, "summary": r.summary, "source": str(r.source) if r.source else r.data_file}
                   for r in rule_summaries(ref)],
     }
 

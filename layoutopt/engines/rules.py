@@ -17,6 +17,10 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
 - ``dcp_unsupported`` (``dcp_attention``, ``dcp_gqa_max``, ``dcp_gqa_q_per_kv``, ``dcp_kv_connector``):
   decode context parallelism by attention kind, KV heads and (vLLM 0.33) with the KV connector.
 - ``expert_parallel`` (``ep_size``): EP only on MoE models; vLLM's EP group is all tp x dp ranks.
+- ``checkpoint_unavailable`` (``online_quantization_<precision>``, model_catalog/data/checkpoints.yaml):
+  the weight precision needs a checkpoint of it (the model's release, a catalog variant, a known
+  pre-quantized id, or the user's ``--checkpoint``) or the engine's load-time quantization of the
+  16-bit checkpoint (``engines.quantization.weight_source``).
 - ``precision_unsupported`` (``fp8_compute_min_capability``, ``fp4_weight_only_min_capability``,
   quantization methods, ``--kv-cache-dtype`` choices): the GPU's compute capability must reach
   the engine's kernels for the precision the performance model assumes.
@@ -30,9 +34,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.engines.loader import load_engine_data
+from layoutopt.engines.quantization import weight_source
 from layoutopt.engines.ref import EngineRef, parse_engine_ref
 from layoutopt.engines.schema import EngineData, SourceRef
 from layoutopt.hardware_catalog.schemas import GpuSpec
@@ -71,6 +76,8 @@ class RuleSummary(BaseModel):
     rule: str
     summary: str
     source: SourceRef | None = None
+    data_file: str | None = Field(default=None, description="layoutopt data file the rule reads, where no "
+                                  "engine line states it")
 
 
 def engine_notes(engine: "str | EngineRef") -> list[str]:
@@ -301,7 +308,15 @@ def _precision(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, 
                       kv_precision="fp8")
 
 
+def _checkpoint(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    found = weight_source(check.data, model, gpu, layout.weight_precision)
+    if not found.available:
+        check.add("checkpoint_unavailable", f"{layout.weight_precision} weights: {found.problem}; pass --checkpoint "
+                  f"{layout.weight_precision}=ORG/NAME to plan with a checkpoint of your own", found.source,
+                  precision=layout.weight_precision, model=model.name)
+
+
 _SINGLE_RULES: dict[str, tuple[Callable, ...]] = {
-    "vllm": (_vllm_pcp, _vllm_dcp, _pp_kv_connector, _vllm_expert_parallel, _precision),
-    "sglang": (_sglang_context_parallel, _pp_kv_connector, _sglang_expert_parallel, _precision),
+    "vllm": (_vllm_pcp, _vllm_dcp, _pp_kv_connector, _vllm_expert_parallel, _precision, _checkpoint),
+    "sglang": (_sglang_context_parallel, _pp_kv_connector, _sglang_expert_parallel, _precision, _checkpoint),
 }

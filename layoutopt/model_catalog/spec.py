@@ -89,6 +89,10 @@ class ModelSpec(BaseModel):
     checkpoint_precision: Precision = Field(
         default="bf16", description="precision most weights of the published checkpoint are stored in"
     )
+    user_checkpoints: tuple[tuple[Precision, str], ...] = Field(
+        default=(), description="(weight precision, HuggingFace id) of checkpoints the user serves besides the "
+        "catalog's (solve --checkpoint fp4=ORG/NAME); the search may propose these weight precisions"
+    )
 
     @model_validator(mode="after")
     def _check_layers(self) -> "ModelSpec":

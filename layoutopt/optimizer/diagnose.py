@@ -82,6 +82,16 @@ def _no_candidates(found: Diagnosis, table: CandidateTable, dropped, model: Mode
         found.suggestions.append("use --precision auto or a precision the GPU supports, or a GPU that has it")
         return
     evaluated_misses = {"latency floor", "capacity at SLO"} & set(dropped)
+    rules = [f for name, f in dropped.items() if name.startswith("engine_rule:")]
+    if not table.candidates and rules and not evaluated_misses:
+        # Engine rules run after the structural filters: every layout those kept breaks a rule of the engine.
+        # A precision without a checkpoint rules out every layout at it, whichever rule each one met first.
+        checkpoint = dropped.get("engine_rule:checkpoint_unavailable")
+        found.reasons += [f"{f.name}: {f.example}" for f in ([checkpoint] if checkpoint else rules)]
+        if checkpoint:
+            found.suggestions.append("--checkpoint PRECISION=ORG/NAME with a checkpoint of that precision, or "
+                                     "--precision auto")
+        return
     if not table.candidates and table.smallest_over_budget is not None and not evaluated_misses:
         _over_budget(found, table, model, gpus)
         return

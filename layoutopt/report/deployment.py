@@ -157,13 +157,20 @@ def _memory(plan: Plan, index: int, pool: Pool, model, gpu, release: EngineRelea
     return utilization, static, mem.max_batch_size, notes
 
 
-def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None) -> tuple[EngineRelease, list[PoolDeployment]]:
+def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
+            checkpoints: tuple[str, ...] = ()) -> tuple[EngineRelease, list[PoolDeployment]]:
     """The engine release and, per pool, what it serves and its memory settings."""
+    from layoutopt.model_catalog.checkpoints import with_user_checkpoints
+
     release = as_release(engine)
     check_plan(plan, release)
     if model_id is not None:
         names.model_id(model_id)
     model = _model_spec(plan)
+    if model_id is not None and model_id.lower() != (model.hf_id or "").lower():
+        # --model-id names the checkpoint of every pool: layoutopt assumes it stores each pool's precision.
+        checkpoints = (*checkpoints, *(f"{p.precision}={model_id}" for p in plan.pools))
+    model = with_user_checkpoints(model, tuple(checkpoints))
     base = model.hf_id or model_id
     if base is None:
         raise InputError("--model-id", None, "the HuggingFace id to serve: the plan's model is a config.json "
@@ -176,7 +183,7 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None) -> tu
     pools: list[PoolDeployment] = []
     for index, pool in enumerate(plan.pools):
         gpu = gpus[index]
-        served = served_checkpoint(model.name, base, model.checkpoint_precision, pool.precision, model_id)
+        served = served_checkpoint(release.spec, model, base, gpu, pool.precision, model_id)
         names.model_id(served.hf_id, "checkpoint id")
         utilization, static, fits, notes = _memory(plan, index, pool, model, gpu, release)
         if served.note:

@@ -38,7 +38,7 @@ MANIFEST_NAME = ".layoutopt-emit.json"
 
 
 def render(plan: Plan, *, engine: str | EngineRelease = "vllm", model_id: str | None = None,
-           namespace: str = "default", image: str | None = None, frontier: list[FrontierPoint] | None = None,
+           checkpoints: tuple[str, ...] = (), namespace: str = "default", image: str | None = None, frontier: list[FrontierPoint] | None = None,
            gpus_per_node: int = DEFAULT_GPUS_PER_NODE, plots: bool = True,
            kubernetes: KubernetesOptions | None = None) -> dict[str, str | bytes]:
     """Every artifact of ``plan``: relative path -> text or bytes. Pure apart from reading data files."""
@@ -46,7 +46,7 @@ def render(plan: Plan, *, engine: str | EngineRelease = "vllm", model_id: str | 
     names.namespace(namespace)
     if image is not None:
         names.image(image)
-    release, deployments = prepare(plan, release, model_id)
+    release, deployments = prepare(plan, release, model_id, checkpoints)
     instances = expand_instances(plan, gpus_per_node)
     options = (kubernetes or KubernetesOptions()).model_copy(update={"namespace": namespace, "image": image})
     # Standard JSON (an infinite prediction becomes null + non_finite_values) so load_plan reads it back.
@@ -150,16 +150,17 @@ def _remove_stale(out_dir: Path, previous: list[str], current: dict[str, str | b
 
 
 def emit(plan: Plan, out_dir: str | Path, *, engine: str | EngineRelease = "vllm", model_id: str | None = None,
-         namespace: str = "default", image: str | None = None, frontier: list[FrontierPoint] | None = None,
+         checkpoints: tuple[str, ...] = (), namespace: str = "default", image: str | None = None, frontier: list[FrontierPoint] | None = None,
          gpus_per_node: int = DEFAULT_GPUS_PER_NODE, plots: bool = True, force: bool = False,
          kubernetes: KubernetesOptions | None = None) -> list[Path]:
     """Write every artifact of ``plan`` under ``out_dir``; return the files written, sorted.
 
-    ``frontier`` replaces the plot points derived from the plan and its alternatives;
+    ``checkpoints`` (``PRECISION=ORG/NAME``, as ``solve --checkpoint``) name checkpoints of the pools'
+    weight precisions besides the catalog's; ``frontier`` replaces the plot points derived from the plan and its alternatives;
     ``gpus_per_node`` shapes the generic nodes used when the plan has no placement; ``force``
     writes into a folder holding files emit did not write (only emit's own files are touched).
     """
-    files = render(plan, engine=engine, model_id=model_id, namespace=namespace, image=image, frontier=frontier,
+    files = render(plan, engine=engine, model_id=model_id, checkpoints=checkpoints, namespace=namespace, image=image, frontier=frontier,
                    gpus_per_node=gpus_per_node, plots=plots, kubernetes=kubernetes)
     out_dir = Path(out_dir)
     previous = _check_target(out_dir, force)

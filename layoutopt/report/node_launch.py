@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from layoutopt.hardware_catalog.schemas import Precision
 from layoutopt.plan import Pool
 from layoutopt.report.engine_flags import EngineRelease, as_release, bad_choices, load_engine_flags, unknown_flags
 
@@ -40,7 +39,9 @@ class NodeContext(_Frozen):
 
     release: EngineRelease
     model: str = Field(description="checkpoint id the engine serves")
-    online_quantization: Precision | None = None
+    online_quantization: str | None = Field(default=None, description="--quantization value of the engine's "
+                                            "load-time quantization (e.g. fp8_per_tensor), None for a checkpoint "
+                                            "stored at the pool's precision")
     port: int = BASE_PORT
     num_nodes: int = 1
     node_rank: int = 0

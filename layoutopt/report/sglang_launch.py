@@ -61,8 +61,8 @@ def sglang_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         env["CUDA_VISIBLE_DEVICES"] = ctx.cuda_visible_devices
     args = ["--model-path", ctx.model, "--host", "0.0.0.0", "--port", str(ctx.port),
             *_parallel_args(pool, ctx, flags, notes)]
-    if ctx.online_quantization == "fp8":
-        args += ["--quantization", "fp8"]
+    if ctx.online_quantization is not None:
+        args += ["--quantization", ctx.online_quantization]
     if pool.kv_precision == "fp8":
         args += ["--kv-cache-dtype", "fp8_e4m3"]
     args += ["--max-running-requests", str(pool.max_batch_size),

@@ -61,8 +61,8 @@ def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
     if ctx.cuda_visible_devices and not ctx.in_pod:
         env["CUDA_VISIBLE_DEVICES"] = ctx.cuda_visible_devices
     args = ["--host", "0.0.0.0", "--port", str(ctx.port), *_layout_args(pool, notes)]
-    if ctx.online_quantization == "fp8":
-        args += ["--quantization", "fp8"]
+    if ctx.online_quantization is not None:
+        args += ["--quantization", ctx.online_quantization]
     if pool.kv_precision == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
     args += ["--max-num-seqs", str(max_num_seqs_per_rank(pool)),

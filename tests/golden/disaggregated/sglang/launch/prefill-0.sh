@@ -7,6 +7,7 @@
 # node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
 # disaggregated serving: router/router.sh sends each request to a prefill and then a decode instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network
 set -euo pipefail
+# NOTE: sglang==0.5.23 quantizes the 16-bit weights of meta-llama/Llama-3.1-70B to fp8 at load time (--quantization fp8, sglang/srt/layers/quantization/fp8.py:1150)
 export CUDA_VISIBLE_DEVICES=0,1,2,3
 export SGLANG_HOST_IP="${NODE_IP:-gpu-node-01}"
 exec python3 -m sglang.launch_server \

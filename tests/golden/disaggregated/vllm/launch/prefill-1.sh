@@ -7,6 +7,7 @@
 # node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
 # disaggregated serving: router/router.sh sends each request to a prefill and then a decode instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network
 set -euo pipefail
+# NOTE: vllm==0.33.0 quantizes the 16-bit weights of meta-llama/Llama-3.1-70B to fp8 at load time (--quantization fp8_per_tensor, vllm/config/quantization.py:196)
 export CUDA_VISIBLE_DEVICES=4,5,6,7
 export VLLM_NIXL_SIDE_CHANNEL_HOST="${NODE_IP:-gpu-node-01}"
 export VLLM_NIXL_SIDE_CHANNEL_PORT=5601
@@ -15,7 +16,7 @@ exec vllm serve meta-llama/Llama-3.1-70B \
   --port 8001 \
   --tensor-parallel-size 4 \
   --pipeline-parallel-size 1 \
-  --quantization fp8 \
+  --quantization fp8_per_tensor \
   --max-num-seqs 16 \
   --gpu-memory-utilization 0.92 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
