@@ -3,7 +3,7 @@
     python benchmarks/length_routing.py
 
 Per case: the plain min-cost solve (cost, process wall time) and ``solve_length_routed`` over no
-split and the p50/p75/p90 thresholds (chosen threshold, cost, no-split cost, saving, each
+split and the p50/p75/p90 thresholds, each with the long-class SLO shifts 0 and 0.1 (chosen threshold, cost, no-split cost, saving, each
 threshold's cost, status, solver and process wall time). The no-split option is the one-member
 fleet model, so its cost must equal the plain solve's.
 """
@@ -48,7 +48,8 @@ def main() -> None:
         print(f"  route by length: {routed.status}, {split}, {cost}{saving}; solver {routed.solver.wall_time_s:.2f} s, "
               f"process {routed_s:.1f} s")
         for option in routed.options:
-            where = "no split" if option.threshold_tokens is None else f"at {option.threshold_tokens:,}"
+            where = ("no split" if option.threshold_tokens is None else
+                     f"at {option.threshold_tokens:,}, long-class SLO shift {option.long_shift_fraction:g}")
             shown = "no plan" if option.cost_usd_per_hour is None else f"${option.cost_usd_per_hour:,.2f}/h"
             print(f"    {where}: {shown} ({option.status})")
 

@@ -56,6 +56,30 @@ def test_lognormal_classes_recompose_the_distribution(preset):
         assert mixed == pytest.approx(w.mean_input_tokens, rel=0.01)
 
 
+@pytest.mark.parametrize("short_fraction", [0.25, 0.5, 0.75, 0.9])
+@pytest.mark.parametrize("shift", [0.05, 0.1, 0.2])
+def test_class_slos_mix_back_to_the_slo(short_fraction, shift):
+    from layoutopt.workloads.length_split import class_slos
+
+    slo = SLO(ttft_ms={"p90": 1000, "p99": 3000}, tpot_ms={"p50": 20, "p90": 30}, attainment=0.9)
+    short, long = class_slos(slo, short_fraction, shift)
+    assert class_slos(slo, short_fraction, 0.0) == (slo, slo)
+
+    def share_meeting(side: SLO, metric: str, ms: float) -> float:
+        """The largest share of a class's requests its targets promise within ``ms``."""
+        targets = getattr(side, metric)
+        return max((SLO.percentile_fraction(k) for k, v in targets.items() if v <= ms), default=0.0)
+
+    for metric in ("ttft_ms", "tpot_ms"):
+        for key, ms in getattr(slo, metric).items():
+            whole = short_fraction * share_meeting(short, metric, ms) + (1 - short_fraction) * \
+                share_meeting(long, metric, ms)
+            assert whole >= SLO.percentile_fraction(key) - 1e-9, (metric, key, short, long)
+        assert all(SLO.percentile_fraction(k) <= 0.999 + 1e-9 for k in getattr(short, metric))
+    assert short_fraction * short.attainment + (1 - short_fraction) * long.attainment >= slo.attainment - 1e-9
+    assert long.attainment < slo.attainment < short.attainment <= 1.0
+
+
 def test_fixed_lengths_have_no_threshold():
     w = workload_from_dict({"input_tokens": 1000, "output_tokens": 100})
     assert candidate_thresholds(w, (0.5, 0.9)) == []
@@ -105,7 +129,7 @@ def test_no_split_when_splitting_does_not_pay():
                                  time_limit_s=5)
     assert routed.status == "optimal" and routed.threshold_tokens is None
     assert [c.name for c in routed.classes] == ["all"] and routed.saving_usd_per_hour == 0
-    assert len(routed.options) == 4 and routed.options[0].threshold_tokens is None
+    assert len(routed.options) == 7 and routed.options[0].threshold_tokens is None  # 3 thresholds x 2 SLO shifts
     assert all(o.status == "optimal" and o.cost_usd_per_hour >= routed.cost_usd_per_hour for o in routed.options)
     assert "over the thresholds tried" in routed.solver.proof and "not covered" in routed.solver.proof
     assert routed.cost_usd_per_hour == routed.no_split_cost_usd_per_hour
@@ -130,32 +154,19 @@ def test_bad_arguments_are_input_errors(kwargs, field):
 
 # --- the emitted front proxy ---------------------------------------------------------------------------
 
+MIXED = {"input_tokens": {"histogram": {"tokens": [1000, 60000], "weights": [3, 1]}}, "output_tokens": 300}
+
+
 def _split_plan():
-    """A length-routed plan with a split (its classes solved as the optimizer solves them)."""
-    from layoutopt.optimizer.length_routing import QUANTILES
-    from layoutopt.plan.length_routing import LengthClass
-
-    routed = solve_length_routed("qwen3-8b", "8xH100+8xL40S", SLO_CHAT, preset_workload("chat"), 20,
-                                 quantiles=(0.5,), time_limit_s=5)
-    assert QUANTILES[0] == 0.5
-    # The split option lost on cost; rebuild it as the chosen one to render its files.
-    w = preset_workload("chat")
-    split = split_by_input_length(w, routed.options[1].threshold_tokens)
-    from layoutopt import api
-
-    classes = []
-    for name, low, high, share, part in (("short", 1, split.threshold_tokens, split.short_fraction, split.short),
-                                         ("long", split.threshold_tokens + 1, 40960, 1 - split.short_fraction,
-                                          split.long)):
-        plan = api.solve("qwen3-8b", "8xH100+8xL40S", SLO_CHAT, part, rate_rps=20 * share, objective="min-cost",
-                         time_limit_s=5)
-        classes.append(LengthClass(name=name, min_input_tokens=low, max_input_tokens=high,
-                                   rate_share_fraction=share, rate_rps=20 * share,
-                                   mean_input_tokens=part.mean_input_tokens, plan=plan))
-    cost = sum(c.plan.totals.cost_usd_per_hour for c in classes)
-    return routed.model_copy(update={"threshold_tokens": split.threshold_tokens, "classes": classes,
-                                     "cost_usd_per_hour": cost,
-                                     "saving_usd_per_hour": routed.no_split_cost_usd_per_hour - cost})
+    """The README's example: three 1k-token prompts for every 60k one, where a split pays."""
+    routed = solve_length_routed("llama-3.1-70b", "32xH100+32xH200",
+                                 SLO(ttft_ms={"p90": 10000}, tpot_ms={"p90": 50}), workload_from_dict(MIXED), 4,
+                                 time_limit_s=5)
+    assert routed.status == "optimal" and routed.threshold_tokens == 1000
+    assert routed.saving_usd_per_hour > 0 and routed.cost_usd_per_hour < routed.no_split_cost_usd_per_hour
+    assert [c.name for c in routed.classes] == ["short", "long"]
+    assert sum(c.rate_share_fraction for c in routed.classes) == pytest.approx(1.0)
+    return routed
 
 
 def _envoy_pick(routes, headers):

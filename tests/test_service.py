@@ -171,7 +171,7 @@ def test_length_routing_is_solve_route_by_length_over_http(server):
     status, routed = request(server.url + "/v1/length-routing", "POST", LENGTH_ROUTING)
     assert status == 200 and routed["kind"] == "length-routed" and routed["status"] == "optimal"
     assert routed["threshold_tokens"] is None and routed["classes"][0]["plan"]["pools"]  # one H100 serves it all
-    assert [o["threshold_tokens"] for o in routed["options"]][0] is None and len(routed["options"]) == 4
+    assert [o["threshold_tokens"] for o in routed["options"]][0] is None and len(routed["options"]) == 7
     assert "over the thresholds tried" in routed["solver"]["proof"]
 
 

@@ -292,17 +292,25 @@ def _solve_length_routed(model, budget, slo_path, workload_path, isl, osl, rate_
                    f"status {routed.status}")
         for c in routed.classes:
             pools = ", ".join(_pool_text(p) for p in c.plan.pools)
+            targets = ", ".join([f"TTFT {k} {v:g} ms" for k, v in c.slo.ttft_ms.items()]
+                                + [f"TPOT {k} {v:g} ms" for k, v in c.slo.tpot_ms.items()])
             click.echo(f"  {c.name} (prompts {c.min_input_tokens:,}-{c.max_input_tokens:,} tokens, "
-                       f"{c.rate_share_fraction:.0%} of requests, {c.rate_rps:.2f} req/s): {pools}; "
+                       f"{c.rate_share_fraction:.0%} of requests, {c.rate_rps:.2f} req/s; {targets}): {pools}; "
                        f"${c.plan.totals.cost_usd_per_hour:,.2f}/h")
             v = c.plan.verification
             if v is not None:
                 click.echo(f"    simulated: SLO attainment {v.simulated_slo_attainment:.3f} at {v.rate_rps:.2f} req/s "
                            f"({'meets' if v.meets_slo else 'misses'} the SLO)")
+        verified = [c.plan.verification for c in routed.classes]
+        if len(verified) > 1 and all(v is not None for v in verified):
+            whole = sum(c.rate_share_fraction * v.simulated_slo_attainment for c, v in zip(routed.classes, verified))
+            click.echo(f"  simulated together: SLO attainment {whole:.3f} (the SLO asks {routed.slo.attainment:g})")
         if routed.cost_usd_per_hour is not None:
             click.echo(f"cost: ${routed.cost_usd_per_hour:,.2f}/h")
         for o in routed.options:
-            where = "no split" if o.threshold_tokens is None else f"split at {o.threshold_tokens:,}"
+            where = "no split" if o.threshold_tokens is None else (
+                f"split at {o.threshold_tokens:,}" + (f", long-class SLO shift {o.long_shift_fraction:g}"
+                                                       if o.long_shift_fraction else ""))
             shown = f"${o.cost_usd_per_hour:,.2f}/h" if o.cost_usd_per_hour is not None else "no plan"
             click.echo(f"  {where}: {shown} ({o.status})")
         click.echo(f"solver: {routed.status}, {routed.solver.proof}")

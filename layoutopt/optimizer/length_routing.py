@@ -6,14 +6,16 @@ Sets
     K_t         length classes of threshold t: {all} for no split, {short, long} otherwise; class k
                 has the conditional input-length distribution and the rate share p_k
                 (``length_split.split_by_input_length``)
-Per threshold t: one CP-SAT model (``fleet.solve_fleet_tables``, the fleet machinery: each class a
+Per threshold t and SLO shift d in ``LONG_SHIFTS`` (each class's own SLO, ``class_slos``: the long
+class may meet each percentile target d lower, the short class then meets it d (1 - p) / p higher,
+so the mixture meets the SLO as given): one CP-SAT model (``fleet.solve_fleet_tables``, the fleet machinery: each class a
 member with its own candidate table, evaluated under its own lengths)
     n^k_c       instances of candidate c serving class k (its own pools: the router sends class k
                 only there)
     r_k >= R p_k                    every class served at its share of the rate R, within the SLO
     sum_k GPUs of type g <= B_g,   sum_k cost <= C_max      one shared budget
     min sum_k cost_k; then, at that cost, the most rate
-Decision over T: the cheapest proven plan. Status: optimal when every threshold's model is
+Decision over T x shifts: the cheapest proven plan. Status: optimal when every threshold's model is
 proven (optimal within the tolerance, or infeasible) and the chosen plan is within the tolerance
 of the smallest proven bound over T; the proof says "optimal over the thresholds tried", not over
 every possible threshold.
@@ -39,11 +41,14 @@ from layoutopt.optimizer.scaling import COST_SCALE_PER_USD_PER_HOUR, IntegerTabl
 from layoutopt.optimizer.solver import DEFAULT_TOLERANCE_FRACTION
 from layoutopt.plan import SolverInfo
 from layoutopt.plan.length_routing import LengthClass, LengthRoutedPlan, ThresholdOption
-from layoutopt.workloads.length_split import candidate_thresholds, split_by_input_length
+from layoutopt.workloads.length_split import candidate_thresholds, class_slos, split_by_input_length
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload, check_fits_context
 
 QUANTILES = (0.5, 0.75, 0.9)
+# Shares of requests by which the long class's percentiles and attainment may be lowered, the short
+# class's raised to compensate (``length_split.class_slos``): 0 = each class meets the SLO as given.
+LONG_SHIFTS = (0.0, 0.1)
 
 
 def solve_options(options: list[list[IntegerTable]], gpu_limits: dict[str, int], max_cost_units: int | None,
@@ -73,6 +78,12 @@ def solve_options(options: list[list[IntegerTable]], gpu_limits: dict[str, int],
     return dict(results=results, best=best, status=status, bound=bound, gap=gap)
 
 
+def _targets_text(slo: SLO) -> str:
+    parts = [f"TTFT {k} <= {v:g} ms" for k, v in slo.ttft_ms.items()]
+    parts += [f"TPOT {k} <= {v:g} ms" for k, v in slo.tpot_ms.items()]
+    return ", ".join(parts) + f", attainment {slo.attainment:g}"
+
+
 def _class_rows(split, rate_rps: float, max_tokens: int) -> list[tuple[str, int, int, float, Workload]]:
     """(name, min input, max input, share, workload) per class of a split (None: no split)."""
     if split is None:
@@ -83,7 +94,8 @@ def _class_rows(split, rate_rps: float, max_tokens: int) -> list[tuple[str, int,
 
 
 def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Workload, rate_rps: float | None = None,
-                        *, quantiles: tuple[float, ...] = QUANTILES, mode: str = "auto", engine: str = "vllm",
+                        *, quantiles: tuple[float, ...] = QUANTILES, long_shifts: tuple[float, ...] = LONG_SHIFTS,
+                        mode: str = "auto", engine: str = "vllm",
                         precision: str = "auto", headroom: float = 0.7, time_limit_s: float = 10.0,
                         tolerance_fraction: float = DEFAULT_TOLERANCE_FRACTION, gpus_path: str | Path | None = None,
                         prices_path: str | Path | None = None) -> LengthRoutedPlan:
@@ -103,6 +115,8 @@ def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Wo
         raise InputError("--rate", rate, "a finite rate > 0 in req/s")
     if not quantiles or any(not 0 < q < 1 for q in quantiles):
         raise InputError("quantiles", quantiles, "prompt-length quantiles strictly between 0 and 1, e.g. (0.5, 0.9)")
+    if not long_shifts or any(not 0 <= d < 0.5 for d in long_shifts):
+        raise InputError("long_shifts", long_shifts, "shares of requests in [0, 0.5), e.g. (0.0, 0.1)")
     if isinstance(engine, str):
         engine = str(parse_engine_ref(engine))
     spec = get_model(model)
@@ -113,17 +127,25 @@ def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Wo
             else [g for g in catalog.gpus if g.price is not None])
     workload = workload.with_arrival_rate(rate)
 
-    def table(w: Workload, class_rate: float):
-        return build_candidate_table(spec, gpus, w.with_arrival_rate(class_rate), slo,
+    def table(w: Workload, class_rate: float, class_slo: SLO):
+        return build_candidate_table(spec, gpus, w.with_arrival_rate(class_rate), class_slo,
                                      gpu_limits=dict(parsed.gpu_counts), max_usd_per_hour=parsed.max_usd_per_hour,
                                      min_rate_rps=class_rate, mode=mode, engine=engine, precision=precision,
                                      headroom=headroom)
 
-    thresholds = candidate_thresholds(workload, quantiles)
-    splits = [None] + [split_by_input_length(workload, t) for _, t in thresholds]
-    class_rows = [[("all", 1, spec.max_context_tokens, 1.0, workload)]]
-    class_rows += [_class_rows(s, rate, spec.max_context_tokens) for s in splits[1:]]
-    tables = [[table(w, rate * share) for _, _, _, share, w in rows] for rows in class_rows]
+    # Options: no split, then each threshold (increasing quantile) with each SLO shift (increasing).
+    thresholds = []
+    for q, t in candidate_thresholds(workload, quantiles):
+        split = split_by_input_length(workload, t)
+        for shift in dict.fromkeys(long_shifts):
+            thresholds.append((q, t, shift, split, class_slos(slo, split.short_fraction, shift)))
+    class_rows = [[("all", 1, spec.max_context_tokens, 1.0, workload, slo)]]
+    for _, _, _, split, (short_slo, long_slo) in thresholds:
+        (s_name, s_low, s_high, s_share, s_w), (l_name, l_low, l_high, l_share, l_w) = _class_rows(
+            split, rate, spec.max_context_tokens)
+        class_rows.append([(s_name, s_low, s_high, s_share, s_w, short_slo),
+                           (l_name, l_low, l_high, l_share, l_w, long_slo)])
+    tables = [[table(w, rate * share, class_slo) for _, _, _, share, w, class_slo in rows] for rows in class_rows]
     integer = [[to_integer_table(t) for t in option] for option in tables]
     max_cost = integer[0][0].max_cost_units
     started = time.perf_counter()  # solver time, as solve's wall_time_s: candidate evaluation is not counted
@@ -133,12 +155,15 @@ def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Wo
     options = [ThresholdOption(threshold_tokens=None, status=results[0]["status"],
                                cost_usd_per_hour=results[0].get("value") if results[0]["members"] else None,
                                bound_usd_per_hour=results[0].get("bound"))]
-    for (q, t), s, r in zip(thresholds, splits[1:], results[1:]):
-        options.append(ThresholdOption(threshold_tokens=t, quantile=q, short_fraction=s.short_fraction,
-                                       status=r["status"], cost_usd_per_hour=r.get("value") if r["members"] else None,
+    for (q, t, shift, split, _), r in zip(thresholds, results[1:]):
+        options.append(ThresholdOption(threshold_tokens=t, quantile=q, short_fraction=split.short_fraction,
+                                       long_shift_fraction=shift, status=r["status"],
+                                       cost_usd_per_hour=r.get("value") if r["members"] else None,
                                        bound_usd_per_hour=r.get("bound")))
     best = solved["best"]
-    tried = ", ".join(["no split"] + [f"{t:,} tokens (p{round(q * 100):d})" for q, t in thresholds])
+    points = list(dict.fromkeys(f"{t:,} tokens (p{round(q * 100):d})" for q, t, *_ in thresholds))
+    shifts = ", ".join(f"{d:g}" for d in dict.fromkeys(long_shifts))
+    tried = ", ".join(["no split"] + points) + (f"; long-class SLO shifts {shifts}" if points else "")
     budget_text = parsed.text or parsed.describe()
     classes: list[LengthClass] = []
     by_type: dict[str, int] = {}
@@ -146,16 +171,17 @@ def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Wo
     if best is not None:
         chosen = results[best]
         cost = chosen["value"]
-        for (name, low, high, share, w), tab, member in zip(class_rows[best], tables[best], chosen["members"]):
+        for (name, low, high, share, w, class_slo), tab, member in zip(class_rows[best], tables[best],
+                                                                         chosen["members"]):
             plan = member_plan(member, chosen["status"], f"the {name} class of the length-routed plan",
-                               model=spec, table=tab, slo=slo, workload=w.with_arrival_rate(rate * share),
+                               model=spec, table=tab, slo=class_slo, workload=w.with_arrival_rate(rate * share),
                                objective="min-cost", engine=engine, headroom=headroom, budget=parsed,
                                time_limit_s=time_limit_s, tolerance_fraction=tolerance_fraction)
             for g, n in plan.totals.gpus_by_type.items():
                 by_type[g] = by_type.get(g, 0) + n
             classes.append(LengthClass(name=name, min_input_tokens=low, max_input_tokens=high,
                                        rate_share_fraction=share, rate_rps=rate * share,
-                                       mean_input_tokens=round(w.mean_input_tokens, 1), plan=plan))
+                                       mean_input_tokens=round(w.mean_input_tokens, 1), slo=class_slo, plan=plan))
         cost = sum(c.plan.totals.cost_usd_per_hour for c in classes)
     no_split = options[0].cost_usd_per_hour
     saving = saving_fraction = None
@@ -168,6 +194,12 @@ def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Wo
         else:
             notes.append(f"routing prompts of at most {classes[0].max_input_tokens:,} tokens to their own pools "
                          f"saves ${saving:,.2f}/h ({saving_fraction:.1%}) against no split (${no_split:,.2f}/h)")
+            if options[best].long_shift_fraction:
+                notes.append(f"each class meets its own SLO (classes[].slo): the long class "
+                             f"{_targets_text(classes[1].slo)}, the short class {_targets_text(classes[0].slo)}; "
+                             f"together, {classes[0].rate_share_fraction:.1%} x short + "
+                             f"{classes[1].rate_share_fraction:.1%} x long meet the SLO as given, "
+                             f"{_targets_text(slo)}")
     elif cost is not None:
         notes.append("without routing by length no plan serves the rate within the SLO on this budget")
     bound, gap = solved["bound"], solved["gap"]
@@ -185,8 +217,9 @@ def solve_length_routed(model: str, budget: str | Budget, slo: SLO, workload: Wo
                         objective_unit="$/h", time_limit_s=time_limit_s,
                         num_layouts_considered=sum(t.num_considered for option in tables for t in option),
                         tolerance_fraction=tolerance_fraction, proof=proof)
-    return LengthRoutedPlan(status=solved["status"], model=spec.name, budget=budget_text, rate_rps=rate,
+    return LengthRoutedPlan(status=solved["status"], model=spec.name, budget=budget_text, rate_rps=rate, slo=slo,
                             threshold_tokens=None if best in (None, 0) else thresholds[best - 1][1], classes=classes,
+                            long_shift_fraction=0.0 if best in (None, 0) else thresholds[best - 1][2],
                             cost_usd_per_hour=cost, gpus_by_type=by_type, no_split_cost_usd_per_hour=no_split,
                             saving_usd_per_hour=saving, saving_fraction=saving_fraction, options=options,
                             solver=solver, notes=notes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.plan.schema import SCHEMA_VERSION, Plan, SolverInfo, SolverStatus
+from layoutopt.workloads.slo import SLO
 
 
 class _Out(BaseModel):
@@ -20,6 +21,7 @@ class LengthClass(_Out):
     rate_share_fraction: float = Field(gt=0, le=1, description="share of the requests in this class")
     rate_rps: float = Field(gt=0)
     mean_input_tokens: float
+    slo: SLO = Field(description="the SLO this class meets on its own; the classes' mixture meets the plan's SLO")
     plan: Plan = Field(description="the pools that serve this class (placement not included)")
 
 
@@ -29,6 +31,8 @@ class ThresholdOption(_Out):
     threshold_tokens: int | None
     quantile: float | None = Field(default=None, description="the prompt-length quantile the threshold is at")
     short_fraction: float | None = None
+    long_shift_fraction: float = Field(default=0.0, description="the long class's percentiles and attainment "
+                                       "lowered by this share, the short class's raised to compensate")
     status: SolverStatus
     cost_usd_per_hour: float | None = Field(default=None, description="its cheapest plan found")
     bound_usd_per_hour: float | None = Field(default=None, description="proven lower bound on its cost")
@@ -44,7 +48,9 @@ class LengthRoutedPlan(_Out):
     model: str
     budget: str
     rate_rps: float
+    slo: SLO = Field(description="the SLO the whole traffic must meet (each class meets classes[].slo)")
     threshold_tokens: int | None = Field(description="the chosen split: short = input <= this; None = no split")
+    long_shift_fraction: float = Field(default=0.0, description="the chosen split's SLO shift (ThresholdOption)")
     classes: list[LengthClass] = Field(description="one per class of the chosen split (one, 'all', for no split)")
     cost_usd_per_hour: float | None
     gpus_by_type: dict[str, int] = Field(default_factory=dict)

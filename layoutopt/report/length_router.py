@@ -118,11 +118,16 @@ def routing_readme(routed: LengthRoutedPlan, namespace: str) -> str:
              f"Prompts of at most {t:,} tokens are the short class, longer ones the long class. Each class has "
              "its own pools (`short/`, `long/`: launch scripts, manifests in namespaces "
              f"`{namespace}-short` and `{namespace}-long`, and its own router).", "",
-             "| class | prompt tokens | share of requests | rate | pools | $/h |", "|---|---|---:|---:|---|---:|"]
+             "| class | prompt tokens | share of requests | rate | SLO it meets | pools | $/h |",
+             "|---|---|---:|---:|---|---|---:|"]
     for c in routed.classes:
         pools = ", ".join(f"{p.instances} x {p.role} {p.gpu} {p.layout.short_name()}" for p in c.plan.pools)
+        targets = ", ".join([f"TTFT {k} {v:g} ms" for k, v in c.slo.ttft_ms.items()]
+                            + [f"TPOT {k} {v:g} ms" for k, v in c.slo.tpot_ms.items()]) + f", {c.slo.attainment:g}"
         lines.append(f"| {c.name} | {c.min_input_tokens:,}-{c.max_input_tokens:,} | {c.rate_share_fraction:.1%} | "
-                     f"{c.rate_rps:.2f} req/s | {pools} | {c.plan.totals.cost_usd_per_hour:,.2f} |")
+                     f"{c.rate_rps:.2f} req/s | {targets} | {pools} | {c.plan.totals.cost_usd_per_hour:,.2f} |")
+    lines += ["", "Together the classes meet the SLO as given: the share of all requests within a target is "
+              "the classes' shares within it, weighted by their share of requests."]
     lines += ["", f"In all ${routed.cost_usd_per_hour:,.2f}/h; without the split the cheapest plan costs "
               f"${routed.no_split_cost_usd_per_hour:,.2f}/h (saving ${routed.saving_usd_per_hour:,.2f}/h)."
               if routed.no_split_cost_usd_per_hour is not None

@@ -12,6 +12,12 @@ Per distribution kind:
     lognormal   the truncated lognormal, discretised into ``LOGNORMAL_BINS`` equally likely
                 lengths at the midpoints of its conditional quantiles (a histogram), so the mean
                 and spread of each class follow the distribution to within a bin
+
+``class_slos`` gives each class an SLO of its own whose mixture meets the workload's: a share of
+requests meets a latency target overall when p x (share of short requests meeting it) +
+(1 - p) x (share of long ones) reaches it, so the long class may meet each percentile target at
+a quantile lowered by a shift d while the short class meets it at one raised by d (1 - p) / p
+(both rounded up to 0.1 percentile points, the safe side); attainment shifts the same way.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.workloads.distributions import EmpiricalLength, FixedLength, HistogramLength, LognormalLength
+from layoutopt.workloads.slo import SLO, percentile_of_key
 from layoutopt.workloads.workload import Workload
 
 LOGNORMAL_BINS = 64
+MAX_CLASS_QUANTILE = 0.999  # the tightest per-class percentile a shifted SLO may ask for (p99.9)
 MIN_CLASS_FRACTION = 0.01  # a class with fewer requests than this is not worth pools of its own
 
 
@@ -113,6 +121,40 @@ def split_by_input_length(workload: Workload, threshold_tokens: int) -> LengthSp
 
     return LengthSplit(threshold_tokens=threshold, short_fraction=short_p, short=part(short_dist, "short"),
                        long=part(long_dist, "long"))
+
+
+def _up(q: float) -> float:
+    """q rounded up to 0.1 percentile points (the stricter side)."""
+    return math.ceil(round(q * 1000, 6)) / 1000
+
+
+def _key(q: float) -> str:
+    return "p" + f"{q * 100:.1f}".rstrip("0").rstrip(".")
+
+
+def _pair(q: float, p: float, shift: float, top: float) -> tuple[float, float]:
+    """(short quantile, long quantile) for one target at quantile q: the long one lowered by at most
+    ``shift``, the short one raised so that p q_short + (1 - p) q_long >= q, and q_short <= ``top``."""
+    d = max(0.0, min(shift, (top - q) * p / (1 - p), q - 0.001))
+    return min(top, _up(q + d * (1 - p) / p)), _up(q - d)
+
+
+def class_slos(slo: SLO, short_fraction: float, long_shift: float) -> tuple[SLO, SLO]:
+    """(short SLO, long SLO) whose mixture at ``short_fraction`` meets ``slo``, the long one looser by up to
+    ``long_shift`` (a fraction of requests) per target; a target already near p99.9 shifts less."""
+    if long_shift == 0:
+        return slo, slo
+    p = short_fraction
+    sides: list[dict] = [{}, {}]
+    for metric in ("ttft_ms", "tpot_ms"):
+        short, long = {}, {}
+        for key, ms in getattr(slo, metric).items():
+            q_short, q_long = _pair(percentile_of_key(key) / 100, p, long_shift, MAX_CLASS_QUANTILE)
+            for side, q in ((short, q_short), (long, q_long)):  # two targets on one key: the tighter holds both
+                side[_key(q)] = min(ms, side.get(_key(q), ms))
+        sides[0][metric], sides[1][metric] = short, long
+    a_short, a_long = _pair(slo.attainment, p, long_shift, 1.0)
+    return SLO(**sides[0], attainment=a_short), SLO(**sides[1], attainment=a_long)
 
 
 def candidate_thresholds(workload: Workload, quantiles: tuple[float, ...]) -> list[tuple[float, int]]:
