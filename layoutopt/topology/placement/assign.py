@@ -20,6 +20,7 @@ from layoutopt.topology.links import KvScope
 from layoutopt.topology.placement.data import PlacementData
 from layoutopt.topology.placement.encoding import instance_id
 from layoutopt.topology.placement.result import InstanceAssignment, KvPairing
+from layoutopt.topology.placement.routes import Route, route
 
 
 def stage_gpus_by_pool(
@@ -84,12 +85,12 @@ def build_instances(
 
 def link_between(cluster: Cluster, gpu_a: GpuId, gpu_b: GpuId) -> Link | None:
     """The path from ``gpu_a`` to ``gpu_b`` as a Link (kind from the fabric it crosses)."""
-    path = cluster.path(gpu_a, gpu_b)
-    bandwidth = cluster.path_bandwidth_gb_per_s(gpu_a, gpu_b)
-    if not path or bandwidth <= 0 or math.isinf(bandwidth):
-        return None
-    kind = "nvlink" if path[1].startswith("nvswitch:") else "pcie" if path[1].startswith("node:") else "network"
-    return Link(kind=kind, bandwidth_gb_per_s=bandwidth, latency_us=cluster.path_latency_us(gpu_a, gpu_b))
+    found = _usable(route(cluster, gpu_a, gpu_b))
+    return None if found is None else Link(kind=found[0], bandwidth_gb_per_s=found[1], latency_us=found[2])
+
+
+def _usable(found: Route | None) -> Route | None:
+    return None if found is None or found[1] <= 0 or math.isinf(found[1]) else found
 
 
 def slowest(links: list[Link | None]) -> Link | None:
@@ -99,8 +100,12 @@ def slowest(links: list[Link | None]) -> Link | None:
 
 def pipeline_link(cluster: Cluster, stages: tuple[tuple[GpuId, ...], ...]) -> Link | None:
     """Slowest rank-to-rank link between consecutive stages (rank j of stage i to rank j of i+1)."""
-    return slowest([link_between(cluster, a, b) for first, second in pairwise(stages)
-                    for a, b in zip(first, second)])
+    found = [r for first, second in pairwise(stages) for a, b in zip(first, second)
+             if (r := _usable(route(cluster, a, b))) is not None]
+    if not found:
+        return None
+    kind, bandwidth, latency_us = min(found, key=lambda r: (r[1], -r[2]))
+    return Link(kind=kind, bandwidth_gb_per_s=bandwidth, latency_us=latency_us)
 
 
 def kv_scope(cluster: Cluster, gpu_a: GpuId, gpu_b: GpuId) -> KvScope:
@@ -135,8 +140,9 @@ def kv_pairings(cluster: Cluster, instances: list[InstanceAssignment]) -> list[K
     result = []
     for p, d in pairs:
         a, b = p.stages[0][0], d.stages[0][0]
+        found = route(cluster, a, b)
         result.append(KvPairing(
             prefill_instance=p.instance_id, decode_instance=d.instance_id, scope=kv_scope(cluster, a, b),
-            bandwidth_gb_per_s=cluster.path_bandwidth_gb_per_s(a, b), latency_us=cluster.path_latency_us(a, b),
+            bandwidth_gb_per_s=found[1] if found else 0.0, latency_us=found[2] if found else math.inf,
         ))
     return result

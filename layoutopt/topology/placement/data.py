@@ -160,13 +160,14 @@ def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, sp
         units_per_gb_per_s = KV_UNITS_TOTAL / total_gb_per_s
         uplink_units = {r.name: math.floor(min(r.uplink_gb_per_s * units_per_gb_per_s, 4 * KV_UNITS_TOTAL))
                         for r in cluster.racks.values()}
-    return PlacementData(demands=tuple(demands), domains=tuple(domains), classes=_classes(demands, domains),
+    return PlacementData(demands=tuple(demands), domains=tuple(domains), classes=domain_classes(demands, domains),
                          racks=tuple(cluster.racks),
                          uplink_kv_units=uplink_units, kv_units_per_gb_per_s=units_per_gb_per_s,
                          spread_racks=spread_racks)
 
 
-def _classes(demands: Sequence[StageDemand], domains: Sequence[DomainSlot]) -> tuple[DomainClass, ...]:
+def domain_classes(demands: Sequence[StageDemand], domains: Sequence[DomainSlot]) -> tuple[DomainClass, ...]:
+    """Domains grouped by (rack, GPU type, free GPUs), each class with its fill patterns."""
     members: dict[tuple[str, str, int], list[str]] = {}
     for domain in domains:
         members.setdefault((domain.rack, domain.gpu, domain.num_free), []).append(domain.name)

@@ -24,6 +24,7 @@ from layoutopt.topology.placement.variables import PlacementVariables
 
 class SpreadOverRacks:
     name = "spread over racks"
+    key = "spread"
 
     def build(self, v: PlacementVariables) -> cp_model.LinearExpr:
         terms = []
@@ -42,6 +43,7 @@ class SpreadOverRacks:
 
 class KvLocality:
     name = "KV traffic across racks"
+    key = "kv_egress"
     # Balancing integer instance counts rack by rack is a partition problem whose last units are
     # slow to prove; 1% of all KV traffic is close enough to count as optimal.
     absolute_gap = KV_UNITS_TOTAL // 100
@@ -52,6 +54,7 @@ class KvLocality:
 
 class PipelinesInRack:
     name = "pipeline stages across racks"
+    key = "pipelines_in_rack"
 
     def build(self, v: PlacementVariables) -> cp_model.LinearExpr:
         terms = []
@@ -70,6 +73,7 @@ class PipelinesInRack:
 
 class PipelinesInDomain:
     name = "pipeline stages across NVLink domains"
+    key = "pipelines_in_domain"
 
     def build(self, v: PlacementVariables) -> cp_model.LinearExpr:
         terms, coefficients = [], []
@@ -100,6 +104,7 @@ class PipelinesInDomain:
 
 class FewestDomains:
     name = "NVLink domains touched"
+    key = "domains"
 
     def build(self, v: PlacementVariables) -> cp_model.LinearExpr:
         # Pattern counts are domains touched already (the bin-packing bound is tight over them);

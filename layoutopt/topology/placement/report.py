@@ -16,7 +16,7 @@ from layoutopt.topology.placement.assign import (
 )
 from layoutopt.topology.placement.data import PlacementData
 from layoutopt.topology.placement.encoding import placed_instance
-from layoutopt.topology.placement.result import PlacementResult, PlacementStatus
+from layoutopt.topology.placement.result import ObjectiveProof, PlacementResult, PlacementStatus
 from layoutopt.topology.placement.traffic import (
     BYTES_PER_GB,
     kv_shares,
@@ -32,6 +32,7 @@ def unplaced_result(plan: Plan, status: PlacementStatus, reasons: list[str], sta
 def placed_result(
     plan: Plan, cluster: Cluster, data: PlacementData, status: PlacementStatus,
     counts: dict[tuple[int, str], int], kv_bytes_per_request: float | None, start_s: float,
+    objectives: list[ObjectiveProof] | None = None,
 ) -> PlacementResult:
     """The plan with ``placement`` filled, KV pairings, PP links and rack traffic."""
     instances = build_instances(plan, cluster, stage_gpus_by_pool(data, cluster, counts))
@@ -52,6 +53,7 @@ def placed_result(
     return PlacementResult(
         status=status, plan=plan.model_copy(update={"placement": placement}), instances=instances,
         kv_pairings=pairings, kv_link=kv_link, pipeline_links=pipeline_links, rack_kv_traffic=traffic,
+        objectives=list(objectives or []),
         notes=_notes(plan, cluster, instances, kv_bytes_per_request), wall_time_s=time.perf_counter() - start_s,
     )
 

@@ -29,14 +29,28 @@ its stated tolerance)
     tidy packing                 min domains touched = sum_{c,k} w_{c,k}
 A domain is all-to-all at full scale-up bandwidth, so a pattern that fits its free GPUs is
 realised by any free GPU indices (``assign``). Grouping identical instances and identical
-domains leaves no symmetric copies to search: 1,024 GPUs in 128 HGX nodes are a few hundred
-integers. A class with more than ``MAX_PATTERNS_PER_CLASS`` patterns (an NVL72 domain shared by
-many small pools) instead gets per-domain counts x_{p,d} with sum_p s_p x_{p,d} <= f_d.
-Determinism: one worker and a fixed seed; the time limit covers every phase together.
+domains leaves no symmetric copies to search. A class with more than ``MAX_PATTERNS_PER_CLASS``
+patterns (an NVL72 domain shared by many small pools) instead gets per-domain counts x_{p,d}
+with sum_p s_p x_{p,d} <= f_d.
+Solving, in near-linear time where the structure allows it
+    1. ``greedy``: each pool dealt to racks in proportion (prefill following the KV its rack's
+       decode takes, capped at the spread bound), then packed best-fit, largest instances first;
+    2. ``bounds``: for each objective in order, a lower bound given the earlier ones at their
+       optimum (spread by water-filling, 0 for rack-local pipelines and KV, the pooled
+       relaxation -- all racks merged -- for the domain objectives). Every objective the greedy
+       value meets is proven optimal with no search;
+    3. CP-SAT on the full model only from the first objective the bound does not prove: the
+       proven ones held at their value, the greedy placement as hint (and as the answer if time
+       runs out), the bound as a cut.
+The status is ``optimal`` only when every objective is proven (``result.objectives`` says how).
+Determinism: one worker, a fixed seed, and a budget in CP-SAT deterministic time over every
+solve of a placement (``budget``), so neither the placement nor its status depends on the
+machine's speed.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -45,6 +59,8 @@ from ortools.sat.python import cp_model
 from layoutopt.errors import InputError
 from layoutopt.plan import Plan
 from layoutopt.topology.cluster import Cluster
+from layoutopt.topology.placement.bounds import LowerBounds
+from layoutopt.topology.placement.budget import SolveBudget
 from layoutopt.topology.placement.constraints import default_constraints
 from layoutopt.topology.placement.data import PlacementData, prepare
 from layoutopt.topology.placement.explain import (
@@ -52,14 +68,12 @@ from layoutopt.topology.placement.explain import (
     packing_reason,
     precheck_reasons,
 )
+from layoutopt.topology.placement.evaluate import kv_balance_units, model_violations, objective_values
+from layoutopt.topology.placement.greedy import greedy_counts
 from layoutopt.topology.placement.objectives import objectives_in_order
 from layoutopt.topology.placement.report import placed_result, unplaced_result
-from layoutopt.topology.placement.result import PlacementResult
+from layoutopt.topology.placement.result import ObjectiveProof, PlacementResult
 from layoutopt.topology.placement.variables import PlacementVariables
-
-RANDOM_SEED = 20240607
-NUM_WORKERS = 1
-
 
 @dataclass(frozen=True)
 class _Outcome:
@@ -67,6 +81,7 @@ class _Outcome:
     counts: dict[tuple[int, str], int] = field(default_factory=dict)
     egress_units: dict[str, int] = field(default_factory=dict)
     ingress_units: dict[str, int] = field(default_factory=dict)
+    proofs: tuple[ObjectiveProof, ...] = ()
 
 
 def place(
@@ -81,7 +96,9 @@ def place(
 
     ``kv_bytes_per_request`` (KV cache bytes one prefill instance ships per request) turns on the
     rack-uplink capacity constraint; without it KV traffic is only kept local where possible.
-    ``spread_racks`` spreads each pool's instances over racks. Returns the result; check
+    ``spread_racks`` spreads each pool's instances over racks. ``time_limit_s`` is CP-SAT
+    deterministic time over every solve (about seconds of one core's search; the greedy, the
+    bounds and building the result are not counted). Returns the result; check
     ``result.placed`` or call ``result.raise_if_unplaced()``.
     """
     start_s = time.perf_counter()
@@ -95,70 +112,137 @@ def place(
     reasons = precheck_reasons(data, cluster)
     if reasons:
         return unplaced_result(plan, "infeasible", reasons, start_s)
-    deadline_s = start_s + time_limit_s
-    outcome = _solve(data, deadline_s, enforce_kv_capacity=True)
+    budget = SolveBudget(time_limit_s)
+    outcome = _solve(data, budget, enforce_kv_capacity=True)
     if outcome.status == "infeasible":
-        return unplaced_result(plan, "infeasible", [_infeasible_reason(data, cluster, deadline_s)], start_s)
+        return unplaced_result(plan, "infeasible", [_infeasible_reason(data, cluster, budget)], start_s)
     if outcome.status == "timeout":
-        reason = f"no placement found within {time_limit_s:g} s; give placement more time"
+        reason = f"no placement found within {time_limit_s:g} s of search; give placement more time"
         return unplaced_result(plan, "timeout", [reason], start_s)
-    return placed_result(plan, cluster, data, outcome.status, outcome.counts, kv_bytes_per_request, start_s)
+    return placed_result(plan, cluster, data, outcome.status, outcome.counts, kv_bytes_per_request, start_s,
+                         list(outcome.proofs))
 
 
-def _infeasible_reason(data: PlacementData, cluster: Cluster, deadline_s: float) -> str:
+def _infeasible_reason(data: PlacementData, cluster: Cluster, budget: SolveBudget) -> str:
     if data.uplink_kv_units is None:
         return packing_reason(data, cluster)
-    relaxed = _solve(data, max(deadline_s, time.perf_counter() + 1.0), enforce_kv_capacity=False,
-                     kv_only=True)
+    relaxed = _search(data, SolveBudget(max(budget.left_s, 1.0)), _objectives(data, kv_only=True), {}, {}, None,
+                      enforce_kv_capacity=False)
     if relaxed.status in ("optimal", "feasible"):
         crossing = {r: max(relaxed.egress_units[r], relaxed.ingress_units[r]) for r in relaxed.egress_units}
         return kv_reason(data, crossing)
     return packing_reason(data, cluster)
 
 
-def _solve(data: PlacementData, deadline_s: float, enforce_kv_capacity: bool, kv_only: bool = False) -> _Outcome:
-    """Build the model and optimize its objectives in order until the deadline."""
+def _objectives(data: PlacementData, kv_only: bool = False) -> list:
+    objectives = objectives_in_order(data.spread_racks and not kv_only, data.has_kv,
+                                     any(d.pp_size > 1 for d in data.demands) and not kv_only)
+    return objectives[:1] if kv_only else objectives
+
+
+def _solve(data: PlacementData, budget: SolveBudget, enforce_kv_capacity: bool, use_bounds: bool = True) -> _Outcome:
+    """The greedy placement proven by bounds where they meet it, CP-SAT from the first objective
+    they do not prove. ``use_bounds=False`` searches every objective with CP-SAT (the reference
+    the tests compare with)."""
+    objectives = _objectives(data)
+    greedy = greedy_counts(data) if use_bounds else None
+    if greedy is not None and model_violations(data, greedy, enforce_kv_capacity):
+        greedy = None
+    proven: dict[str, int] = {}
+    lower: dict[str, int] = {}
+    if greedy is not None:
+        values = objective_values(data, greedy)
+        bounds = LowerBounds(data, budget)
+        for objective in objectives:
+            bound = bounds.of(objective.key, proven, values[objective.key])
+            lower[objective.key] = bound
+            if values[objective.key] > bound + getattr(objective, "absolute_gap", 0):
+                break
+            proven[objective.key] = values[objective.key]
+        if len(proven) == len(objectives):
+            proofs = tuple(ObjectiveProof(name=o.name, value=values[o.key], lower_bound=lower[o.key],
+                                          proven_by="bound") for o in objectives)
+            return _from_counts(data, "optimal", greedy, proofs)
+    return _search(data, budget, objectives, proven, lower, greedy, enforce_kv_capacity)
+
+
+def _search(data: PlacementData, budget: SolveBudget, objectives: list, proven: dict[str, int],
+            lower: dict[str, int], greedy: dict[tuple[int, str], int] | None,
+            enforce_kv_capacity: bool) -> _Outcome:
+    """CP-SAT over the objectives not in ``proven`` (those held at their value), in order."""
     model = cp_model.CpModel()
     variables = PlacementVariables(model, data)
     for constraint in default_constraints(enforce_kv_capacity):
         constraint.build(variables)
-    objectives = objectives_in_order(data.spread_racks and not kv_only, data.has_kv,
-                                     any(d.pp_size > 1 for d in data.demands) and not kv_only)
-    if kv_only:
-        objectives = objectives[:1]
     expressions = [objective.build(variables) for objective in objectives]
+    greedy_values = objective_values(data, greedy) if greedy is not None else {}
+    proofs: list[ObjectiveProof] = []
+    for objective, expression in zip(objectives, expressions):
+        if objective.key in proven:
+            model.add(expression <= proven[objective.key])
+            proofs.append(ObjectiveProof(name=objective.name, value=proven[objective.key],
+                                         lower_bound=lower[objective.key], proven_by="bound"))
+    if greedy is not None:
+        variables.add_hint(greedy)
     solver = cp_model.CpSolver()
-    solver.parameters.random_seed = RANDOM_SEED
-    solver.parameters.num_workers = NUM_WORKERS
     status, outcome = "optimal", None
     for objective, expression in zip(objectives, expressions):
-        remaining_s = deadline_s - time.perf_counter()
-        if remaining_s <= 0:
-            status = "feasible"
-            break
-        model.minimize(expression)
-        solver.parameters.max_time_in_seconds = remaining_s
-        solver.parameters.absolute_gap_limit = getattr(objective, "absolute_gap", 0)
-        code = solver.solve(model)
-        if code == cp_model.INFEASIBLE:
+        if objective.key in proven:
+            continue
+        gap = getattr(objective, "absolute_gap", 0)
+        if greedy is not None and not outcome and objective.key in greedy_values:
+            # The greedy placement meets every held objective, so the optimum is no worse than it.
+            model.add(expression <= greedy_values[objective.key])
+        if objective.key in lower:
+            # A valid cut: no placement beats the bound, and it lets CP-SAT stop as soon as it meets it.
+            model.add(expression >= lower[objective.key])
+        code = cp_model.UNKNOWN if budget.spent else None
+        if code is None:
+            model.minimize(expression)
+            code = budget.solve(solver, model, absolute_gap=gap)
+        if code == cp_model.INFEASIBLE and greedy is None:
             return _Outcome(status="infeasible")
         if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            if outcome is None:
+            if outcome is None and greedy is None:
                 return _Outcome(status="timeout")
-            status = "feasible"
             break
+        outcome = _read(solver, variables)
+        value = round(solver.objective_value)
+        bound = max(lower.get(objective.key, 0), math.ceil(solver.best_objective_bound - 1e-6))
+        proofs.append(ObjectiveProof(name=objective.name, value=value, lower_bound=bound,
+                                     proven_by="search" if code == cp_model.OPTIMAL else "none"))
         if code == cp_model.FEASIBLE:
             status = "feasible"
-        outcome = _read(solver, variables)
+            break
         # Hold this objective at the value found (within its tolerance), and start the next phase
         # from this solution.
-        model.add(expression <= round(solver.objective_value) + getattr(objective, "absolute_gap", 0))
+        model.add(expression <= value + gap)
         model.clear_hints()
-        for var in [*variables.domains_with.values(), *variables.stages.values()]:
-            model.add_hint(var, solver.value(var))
+        variables.add_hint_from(solver)
     if outcome is None:
-        return _Outcome(status="timeout")
-    return replace(outcome, status=status)
+        # Time ran out before CP-SAT improved on the greedy placement: report that one, unproven.
+        return _from_counts(data, "feasible", greedy, tuple(_unproven(objectives, greedy_values, lower, proofs)))
+    if len(proofs) < len(objectives):
+        status = "feasible"
+        values = objective_values(data, outcome.counts)
+        proofs = _unproven(objectives, values, lower, proofs)
+    return replace(outcome, status=status, proofs=tuple(proofs))
+
+
+def _unproven(objectives: list, values: dict[str, int], lower: dict[str, int],
+              proofs: list[ObjectiveProof]) -> list[ObjectiveProof]:
+    """``proofs`` completed with the objectives not reached, marked unproven."""
+    done = {p.name for p in proofs}
+    return proofs + [ObjectiveProof(name=o.name, value=values[o.key], lower_bound=lower.get(o.key, 0), proven_by="none")
+                     for o in objectives if o.name not in done]
+
+
+def _from_counts(data: PlacementData, status: str, counts: dict[tuple[int, str], int],
+                 proofs: tuple[ObjectiveProof, ...]) -> _Outcome:
+    balance = kv_balance_units(data, counts)
+    return _Outcome(status=status, counts=counts, proofs=proofs,
+                    egress_units={r: max(0, b) for r, b in balance.items()},
+                    ingress_units={r: max(0, -b) for r, b in balance.items()})
 
 
 def _read(solver: cp_model.CpSolver, v: PlacementVariables) -> _Outcome:

@@ -85,6 +85,36 @@ class PlacementVariables:
                         coefficients += [demand.kv_units_per_stage * value for value in a]
         return cp_model.LinearExpr.weighted_sum(terms, coefficients)
 
+    def add_hint(self, counts: dict[tuple[int, str], int]) -> None:
+        """Hint the placement ``counts`` (stage groups per (pool index, domain)) to the solver."""
+        for c, cls in enumerate(self.data.classes):
+            if not cls.patterns:
+                for key in ((p, name) for name in cls.members for p in cls.pool_indices):
+                    self.model.add_hint(self.stages[key], counts.get(key, 0))
+                continue
+            index = {pattern: k for k, pattern in enumerate(cls.patterns)}
+            taken = [0] * len(cls.patterns)
+            for name in cls.members:
+                pattern = tuple(counts.get((p, name), 0) for p in cls.pool_indices)
+                if pattern in index:
+                    taken[index[pattern]] += 1
+            for k, n in enumerate(taken):
+                self.model.add_hint(self.domains_with[c, k], n)
+        if self.kv_egress:
+            units = {d.pool_index: d.kv_units_per_stage for d in self.data.demands}
+            rack_of = {d.name: d.rack for d in self.data.domains}
+            balance = dict.fromkeys(self.data.racks, 0)
+            for (p, name), n in counts.items():
+                balance[rack_of[name]] += units[p] * n
+            for rack, value in balance.items():
+                self.model.add_hint(self.kv_egress[rack], max(0, value))
+                self.model.add_hint(self.kv_ingress[rack], max(0, -value))
+
+    def add_hint_from(self, solver: cp_model.CpSolver) -> None:
+        """Hint the solver's current solution (the placement variables) for the next phase."""
+        for var in [*self.domains_with.values(), *self.stages.values()]:
+            self.model.add_hint(var, solver.value(var))
+
     def counts_per_domain(self, solver: cp_model.CpSolver) -> dict[tuple[int, str], int]:
         """Stage groups per (pool, domain) in the solution: each class's patterns dealt to its
         members in order, fullest first."""

@@ -1,0 +1,126 @@
+"""Greedy placement proven by lower bounds: same objective values as the full CP-SAT search,
+deterministic, honest about what is proven."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from test_placement_fixtures import plan, pool
+
+from layoutopt.topology import cluster_from_spec, place, validate_placement
+from layoutopt.topology.placement.bounds import LowerBounds, spread_lower_bound
+from layoutopt.topology.placement.budget import SolveBudget
+from layoutopt.topology.placement.data import prepare
+from layoutopt.topology.placement.evaluate import model_violations, objective_values
+from layoutopt.topology.placement.greedy import greedy_counts
+from layoutopt.topology.placement.solver import _objectives, _solve
+from layoutopt.topology.spec import ClusterSpec, NodeGroupSpec, RackSpec, UnavailableSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import placement_scaling  # noqa: E402
+
+KV_BYTES = 1e9
+
+
+def _cluster(seed: int, num_racks: int, nodes: int, busy_fraction: float):
+    rng = random.Random(seed)
+    racks = [RackSpec(name=f"r{r}", nodes=[NodeGroupSpec(type="hgx-h100-8", count=nodes)]) for r in range(num_racks)]
+    in_use: dict[str, list[int]] = {}
+    for r in range(num_racks):
+        for n in range(nodes):
+            taken = sorted({rng.randrange(8) for _ in range(int(8 * busy_fraction))})
+            if taken:
+                in_use[f"r{r}-n{n}"] = taken
+    return cluster_from_spec(ClusterSpec(racks=racks, unavailable=UnavailableSpec(gpus_in_use=in_use)))
+
+
+def _cases():
+    rng = random.Random(11)
+    for seed in range(8):
+        pools = [pool("prefill", tp=rng.choice([1, 2]), instances=rng.randint(2, 6), capacity_rps=1.0),
+                 pool("decode", tp=rng.choice([2, 4]), pp=rng.choice([1, 2]), instances=rng.randint(1, 3),
+                      capacity_rps=rng.choice([2.0, 3.0]))]
+        if seed % 2:
+            pools.append(pool("colocated", tp=rng.choice([4, 8]), instances=rng.randint(1, 2)))
+        yield (seed, rng.randint(1, 3), rng.randint(2, 3), rng.choice([0.0, 0.25]), bool(seed % 3), plan(*pools))
+
+
+def _values(data, outcome):
+    values = objective_values(data, outcome.counts)
+    return [values[o.key] for o in _objectives(data)]
+
+
+@pytest.mark.parametrize("case", list(_cases()), ids=lambda c: f"seed{c[0]}")
+def test_bounds_and_greedy_give_the_full_searchs_objective_values(case):
+    seed, num_racks, nodes, busy, spread, small_plan = case
+    cluster = _cluster(seed, num_racks, nodes, busy)
+    data = prepare(small_plan, cluster, KV_BYTES, spread)
+    fast = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True)
+    full = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True, use_bounds=False)
+    assert fast.status == full.status
+    if full.status not in ("optimal", "feasible"):
+        return
+    assert model_violations(data, fast.counts) == []
+    assert full.status == "optimal"
+    # The CP-SAT expressions and the evaluator agree on the same counts.
+    assert [p.value for p in full.proofs] == _values(data, full)
+    keys = [o.key for o in _objectives(data)]
+    fast_values, full_values = _values(data, fast), _values(data, full)
+    # KV is proven to within 1% of all KV traffic, so later terms are compared only when KV is equal.
+    cut = keys.index("kv_egress") if "kv_egress" in keys else len(keys)
+    assert fast_values[:cut] == full_values[:cut]
+    if cut < len(keys):
+        assert abs(fast_values[cut] - full_values[cut]) <= 1000
+        if fast_values[cut] == full_values[cut]:
+            assert fast_values == full_values
+    # Every bound the fast path used is below the proven optimum.
+    assert all(p.lower_bound <= v for p, v in zip(fast.proofs, full_values[:cut + 1]))
+
+
+@pytest.mark.parametrize("case", list(_cases())[:4], ids=lambda c: f"seed{c[0]}")
+def test_lower_bounds_never_exceed_the_optimum(case):
+    seed, num_racks, nodes, busy, spread, small_plan = case
+    cluster = _cluster(seed, num_racks, nodes, busy)
+    data = prepare(small_plan, cluster, KV_BYTES, True)
+    full = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True, use_bounds=False)
+    if full.status != "optimal":
+        return
+    values = dict(zip([o.key for o in _objectives(data)], _values(data, full)))
+    assert spread_lower_bound(data) <= values["spread"]
+    bounds = LowerBounds(data, SolveBudget(5.0))
+    # Unconditional bounds (no earlier objective held) are bounds on the lexicographic optimum too.
+    for key in ("pipelines_in_rack", "kv_egress", "domains"):
+        if key in values:
+            assert bounds.of(key, {}, values[key] + 1) <= values[key]
+
+
+def test_benchmark_cluster_is_proven_by_bounds_without_search():
+    cluster = cluster_from_spec(placement_scaling.cluster_spec(fragmented=False, scale=2))
+    result = place(placement_scaling.bench_plan(2), cluster, spread_racks=True,
+                   kv_bytes_per_request=placement_scaling.KV_BYTES_PER_REQUEST, time_limit_s=5.0)
+    assert result.status == "optimal"
+    assert {o.proven_by for o in result.objectives} == {"bound"}
+    assert [o.value == o.lower_bound for o in result.objectives] == [True] * len(result.objectives)
+    assert validate_placement(result.plan, cluster, placement_scaling.KV_BYTES_PER_REQUEST) == []
+
+
+def test_fragmented_benchmark_cluster_is_placed_and_deterministic():
+    cluster = cluster_from_spec(placement_scaling.cluster_spec(fragmented=True, scale=1))
+    runs = [place(placement_scaling.bench_plan(1), cluster, spread_racks=True,
+                  kv_bytes_per_request=placement_scaling.KV_BYTES_PER_REQUEST, time_limit_s=5.0) for _ in range(2)]
+    assert runs[0].placed
+    assert validate_placement(runs[0].plan, cluster, placement_scaling.KV_BYTES_PER_REQUEST) == []
+    assert runs[0].plan.placement == runs[1].plan.placement
+    assert runs[0].objectives == runs[1].objectives and runs[0].status == runs[1].status
+    # optimal only when every objective is proven
+    assert (runs[0].status == "optimal") == all(o.proven_by != "none" for o in runs[0].objectives)
+
+
+def test_greedy_fills_every_stage_or_gives_up():
+    cluster = _cluster(1, 1, 1, 0.5)   # one node with 4 free GPUs
+    assert greedy_counts(prepare(plan(pool("decode", tp=2, instances=3)), cluster, None, False)) is None
+    counts = greedy_counts(prepare(plan(pool("decode", tp=2, instances=2)), cluster, None, False))
+    assert sum(counts.values()) == 2
