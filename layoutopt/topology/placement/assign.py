@@ -76,17 +76,12 @@ def build_instances(
         pp_size = pool.layout.pp_size
         for k in range(pool.instances):
             own = tuple(groups[k * pp_size:(k + 1) * pp_size])
-            instances.append(InstanceAssignment(
+            # Built from the solver's own counts: no validation to pay for at 10^4 instances.
+            instances.append(InstanceAssignment.model_construct(
                 instance_id=instance_id(pool.role, pool_index, k), role=pool.role, pool_index=pool_index,
                 stages=own, pipeline_link=pipeline_link(cluster, own),
             ))
     return instances
-
-
-def link_between(cluster: Cluster, gpu_a: GpuId, gpu_b: GpuId) -> Link | None:
-    """The path from ``gpu_a`` to ``gpu_b`` as a Link (kind from the fabric it crosses)."""
-    found = _usable(route(cluster, gpu_a, gpu_b))
-    return None if found is None else Link(kind=found[0], bandwidth_gb_per_s=found[1], latency_us=found[2])
 
 
 def _usable(found: Route | None) -> Route | None:
@@ -98,14 +93,18 @@ def slowest(links: list[Link | None]) -> Link | None:
     return min(present, key=lambda link: (link.bandwidth_gb_per_s, -link.latency_us), default=None)
 
 
-def pipeline_link(cluster: Cluster, stages: tuple[tuple[GpuId, ...], ...]) -> Link | None:
-    """Slowest rank-to-rank link between consecutive stages (rank j of stage i to rank j of i+1)."""
-    found = [r for first, second in pairwise(stages) for a, b in zip(first, second)
-             if (r := _usable(route(cluster, a, b))) is not None]
+def slowest_route(cluster: Cluster, pairs: list[tuple[GpuId, GpuId]]) -> Link | None:
+    """The slowest usable route over ``pairs`` of GPUs as a Link (lowest bandwidth, then highest latency)."""
+    found = [r for a, b in pairs if (r := _usable(route(cluster, a, b))) is not None]
     if not found:
         return None
     kind, bandwidth, latency_us = min(found, key=lambda r: (r[1], -r[2]))
     return Link(kind=kind, bandwidth_gb_per_s=bandwidth, latency_us=latency_us)
+
+
+def pipeline_link(cluster: Cluster, stages: tuple[tuple[GpuId, ...], ...]) -> Link | None:
+    """Slowest rank-to-rank link between consecutive stages (rank j of stage i to rank j of i+1)."""
+    return slowest_route(cluster, [(a, b) for first, second in pairwise(stages) for a, b in zip(first, second)])
 
 
 def kv_scope(cluster: Cluster, gpu_a: GpuId, gpu_b: GpuId) -> KvScope:
@@ -141,7 +140,7 @@ def kv_pairings(cluster: Cluster, instances: list[InstanceAssignment]) -> list[K
     for p, d in pairs:
         a, b = p.stages[0][0], d.stages[0][0]
         found = route(cluster, a, b)
-        result.append(KvPairing(
+        result.append(KvPairing.model_construct(
             prefill_instance=p.instance_id, decode_instance=d.instance_id, scope=kv_scope(cluster, a, b),
             bandwidth_gb_per_s=found[1] if found else 0.0, latency_us=found[2] if found else math.inf,
         ))

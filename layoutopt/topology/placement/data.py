@@ -128,6 +128,16 @@ def pool_labels(roles: Sequence[Role]) -> list[str]:
     return [role if roles.count(role) == 1 else f"{role}[{i}]" for i, role in enumerate(roles)]
 
 
+def free_counts(cluster: Cluster) -> dict[str, int]:
+    """Domain name -> its free GPUs, every domain listed (one pass over the nodes)."""
+    counts = dict.fromkeys(cluster.domains, 0)
+    for node in cluster.nodes.values():
+        for state, domain in zip(node.gpu_states, node.gpu_domains):
+            if state == "free":
+                counts[domain] += 1
+    return counts
+
+
 def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, spread_racks: bool) -> PlacementData:
     """The solver's input for placing ``plan`` on ``cluster``'s free GPUs."""
     prefill_share, decode_share = kv_shares(plan.pools)
@@ -149,8 +159,9 @@ def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, sp
     for demand in demands:
         smallest[demand.gpu] = min(smallest.get(demand.gpu, demand.stage_gpus), demand.stage_gpus)
     domains = []
+    free = free_counts(cluster)
     for domain in cluster.domains.values():
-        num_free = len(cluster.free_in_domain(domain.name))
+        num_free = free[domain.name]
         if domain.gpu in smallest and num_free >= smallest[domain.gpu]:
             domains.append(DomainSlot(name=domain.name, rack=domain.rack, gpu=domain.gpu, num_free=num_free,
                                       nodes=domain.nodes))

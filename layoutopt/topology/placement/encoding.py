@@ -60,7 +60,7 @@ def placed_instance(instance_id_text: str, role: Role, gpus: list[GpuId],
     by_node: dict[str, list[int]] = {}
     for gpu in gpus:
         by_node.setdefault(gpu.node, []).append(gpu.index)
-    return PlacedInstance(instance_id=instance_id_text, role=role, node=runs[0][0], gpus=list(runs[0][1]),
+    return PlacedInstance.model_construct(instance_id=instance_id_text, role=role, node=runs[0][0], gpus=list(runs[0][1]),
                           nodes=[node for node, _ in runs], cuda_visible_devices=devices, pool_index=pool_index,
                           gpus_by_node=by_node)
 

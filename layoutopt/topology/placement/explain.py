@@ -11,18 +11,19 @@ from __future__ import annotations
 from collections import Counter
 
 from layoutopt.topology.cluster import Cluster
-from layoutopt.topology.placement.data import PlacementData, StageDemand
+from layoutopt.topology.placement.data import PlacementData, StageDemand, free_counts
 
 MAX_LISTED = 8
 
 
-def _free_by_domain(cluster: Cluster, gpu_type: str) -> list[tuple[str, int, bool]]:
+def _free_by_domain(cluster: Cluster, gpu_type: str, free: dict[str, int] | None = None) -> list[tuple[str, int, bool]]:
     """(domain, free GPUs, domain is one whole node) for every domain of ``gpu_type``."""
+    free = free_counts(cluster) if free is None else free
     rows = []
     for domain in cluster.domains.values():
         if domain.gpu == gpu_type:
             whole_node = len(domain.nodes) == 1 and domain.num_gpus == cluster.nodes[domain.nodes[0]].num_gpus
-            rows.append((domain.name, len(cluster.free_in_domain(domain.name)), whole_node))
+            rows.append((domain.name, free[domain.name], whole_node))
     return rows
 
 
@@ -45,11 +46,13 @@ def describe_free(cluster: Cluster, gpu_type: str) -> str:
 def precheck_reasons(data: PlacementData, cluster: Cluster) -> list[str]:
     """Reasons no placement can exist that need no solver; empty when none is found."""
     reasons: list[str] = []
+    free_by_domain = free_counts(cluster)
+    rows = {gpu: _free_by_domain(cluster, gpu, free_by_domain) for gpu in {d.gpu for d in data.demands}}
     for demand in data.demands:
-        reasons += _demand_reasons(demand, cluster)
+        reasons += _demand_reasons(demand, cluster, rows[demand.gpu])
     for gpu_type in sorted({d.gpu for d in data.demands}):
         needed = sum(d.num_stages * d.stage_gpus for d in data.demands if d.gpu == gpu_type)
-        free = len(cluster.free_gpus(gpu_type))
+        free = sum(n for _, n, _ in rows[gpu_type])
         if needed > free:
             pools = ", ".join(f"{d.label} {d.num_stages * d.stage_gpus}" for d in data.demands if d.gpu == gpu_type)
             reasons.append(f"the pools on {gpu_type} need {needed} GPUs ({pools}); only {free} are free "
@@ -57,8 +60,7 @@ def precheck_reasons(data: PlacementData, cluster: Cluster) -> list[str]:
     return reasons
 
 
-def _demand_reasons(demand: StageDemand, cluster: Cluster) -> list[str]:
-    rows = _free_by_domain(cluster, demand.gpu)
+def _demand_reasons(demand: StageDemand, cluster: Cluster, rows: list[tuple[str, int, bool]]) -> list[str]:
     name = f"pool {demand.label} ({demand.gpu} {demand.layout_name})"
     if not rows:
         present = ", ".join(sorted(cluster.gpu_specs)) or "none"

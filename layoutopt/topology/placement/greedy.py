@@ -7,8 +7,11 @@
    each rack takes, so a rack's prefill:decode split follows the plan's and little KV leaves it.
 2. Packing, rack by rack, largest instances first: a whole instance into the domain with the
    least room that holds it (best fit), else its stages one by one into the rack's domains.
-3. What a rack could not hold goes, whole instance first, to the best-fitting domain anywhere,
-   then stage by stage to any rack.
+3. What a rack could not hold goes to the racks with the fewest of its pool, whole instance in
+   one rack first, then stage by stage to any rack.
+4. KV repair: whole prefill or decode instances move from racks that send more KV than they take
+   to racks that take more, while each move lowers the KV leaving racks and no pool's most
+   instances in one rack grows.
 
 The result is a candidate the solver checks (``evaluate``) and compares with lower bounds
 (``bounds``); it is never reported as optimal unless a bound proves it.
@@ -21,6 +24,10 @@ from collections import defaultdict
 from layoutopt.topology.placement.bounds import spread_instances_per_rack
 from layoutopt.topology.placement.data import PlacementData, StageDemand
 from layoutopt.topology.placement.evaluate import Counts
+
+
+# Receiving racks (largest deficit first) tried for each surplus rack while rebalancing KV.
+RECEIVERS_TRIED = 8
 
 
 class _Room:
@@ -121,6 +128,24 @@ def _place_instance(room: _Room, names: list[str], demand: StageDemand, counts: 
     return True
 
 
+def _pack_rack(room: _Room, rack: str, demands: list[StageDemand],
+               wanted: dict[int, int]) -> tuple[dict[int, int], Counts, dict[str, int]]:
+    """Instances of each pool packed into ``rack`` (up to ``wanted``), on a copy of its room:
+    (instances fitted per pool, counts added, free GPUs left per domain of the rack)."""
+    local = _Room.__new__(_Room)
+    local.by_rack, local.racks = room.by_rack, room.racks
+    names = {d.gpu: room.by_rack.get((rack, d.gpu), []) for d in demands}
+    local.free = {name: room.free[name] for group in names.values() for name in group}
+    added: Counts = {}
+    fitted = dict.fromkeys(wanted, 0)
+    for demand in demands:
+        for _ in range(wanted[demand.pool_index]):
+            if not _place_instance(local, names[demand.gpu], demand, added):
+                break
+            fitted[demand.pool_index] += 1
+    return fitted, added, local.free
+
+
 def _place_stages_anywhere(room: _Room, demand: StageDemand, counts: Counts) -> bool:
     """One instance's stages in any domains of its GPU type (the last resort)."""
     names = [n for rack in room.racks for n in room.by_rack.get((rack, demand.gpu), [])]
@@ -136,13 +161,22 @@ def greedy_counts(data: PlacementData) -> Counts | None:
     placed = defaultdict(int)
     in_rack: dict[tuple[int, str], int] = defaultdict(int)
     for rack in data.racks:
-        for demand in largest_first:
-            names = room.by_rack.get((rack, demand.gpu), [])
-            for _ in range(quotas[demand.pool_index, rack]):
-                if not _place_instance(room, names, demand, counts):
-                    break
-                placed[demand.pool_index] += 1
-                in_rack[demand.pool_index, rack] += 1
+        wanted = {d.pool_index: quotas[d.pool_index, rack] for d in largest_first}
+        while True:
+            fitted, rack_counts, free = _pack_rack(room, rack, largest_first, wanted)
+            short = any(fitted[p] < n for p, n in wanted.items())
+            # A rack that cannot hold its quotas gives up an instance that sends and takes no KV
+            # first, so its prefill:decode split (and the KV kept in the rack) survives.
+            neutral = [d.pool_index for d in largest_first if not d.kv_units_per_stage and wanted[d.pool_index]]
+            if not short or not neutral or not data.has_kv:
+                break
+            wanted[neutral[0]] -= 1
+        room.free.update(free)
+        for key, n in rack_counts.items():
+            counts[key] = counts.get(key, 0) + n
+        for p, n in fitted.items():
+            placed[p] += n
+            in_rack[p, rack] += n
     for demand in largest_first:
         # What the quotas left over, one instance per pass to each rack with the fewest of the
         # pool (the spread objective's max grows least), whole instances in one rack first.
@@ -161,4 +195,70 @@ def greedy_counts(data: PlacementData) -> Counts | None:
             missing -= 1
         if missing:
             return None
+    _rebalance_kv(data, room, counts, in_rack)
     return {key: n for key, n in counts.items() if n}
+
+
+def _egress(balance: int) -> int:
+    return max(0, balance)
+
+
+def _rebalance_kv(data: PlacementData, room: _Room, counts: Counts, in_rack: dict[tuple[int, str], int]) -> None:
+    """Move whole KV-sending or -taking instances from racks with surplus to racks with deficit
+    while that lowers the KV leaving racks, never raising any pool's most instances in one rack."""
+    if not data.has_kv:
+        return
+    rack_of = {d.name: d.rack for d in data.domains}
+    balance = dict.fromkeys(data.racks, 0)
+    units = {d.pool_index: d.kv_units_per_stage for d in data.demands}
+    for (p, name), n in counts.items():
+        balance[rack_of[name]] += units[p] * n
+    worst = {d.pool_index: max((in_rack[d.pool_index, r] for r in data.racks), default=0) for d in data.demands}
+    movable = [d for d in data.demands if d.kv_units_per_stage]
+    moved = True
+    while moved:
+        moved = False
+        for demand in movable:
+            moved |= _move_round(data, room, counts, in_rack, balance, worst, demand)
+
+
+def _move_round(data, room: _Room, counts: Counts, in_rack, balance: dict[str, int], worst: dict[int, int],
+                demand: StageDemand) -> bool:
+    """One pass of improving moves of ``demand``'s instances; True when any was made."""
+    shift = demand.kv_units_per_stage * demand.pp_size
+    sign = 1 if shift > 0 else -1
+    donors = sorted((r for r in data.racks if balance[r] * sign > 0 and in_rack[demand.pool_index, r]),
+                    key=lambda r: -balance[r] * sign)
+    moved = False
+    for donor in donors:
+        receivers = sorted((r for r in data.racks if balance[r] * sign < 0), key=lambda r: balance[r] * sign)
+        for receiver in receivers[:RECEIVERS_TRIED]:
+            if not in_rack[demand.pool_index, donor] or in_rack[demand.pool_index, receiver] >= worst[demand.pool_index]:
+                continue
+            change = (_egress(balance[donor] - shift) - _egress(balance[donor])
+                      + _egress(balance[receiver] + shift) - _egress(balance[receiver]))
+            if change >= 0:
+                continue
+            held = [name for name in room.by_rack.get((donor, demand.gpu), [])
+                    if counts.get((demand.pool_index, name), 0)]
+            if sum(counts[demand.pool_index, n] for n in held) < demand.pp_size:
+                break
+            if not _place_instance(room, room.by_rack.get((receiver, demand.gpu), []), demand, counts):
+                continue
+            # Take the instance out of the donor's domains holding fewest of its stages (frees domains).
+            left = demand.pp_size
+            for name in sorted(held, key=lambda n: counts[demand.pool_index, n]):
+                take = min(left, counts[demand.pool_index, name])
+                counts[demand.pool_index, name] -= take
+                room.free[name] += take * demand.stage_gpus
+                left -= take
+                if not left:
+                    break
+            in_rack[demand.pool_index, donor] -= 1
+            in_rack[demand.pool_index, receiver] += 1
+            balance[donor] -= shift
+            balance[receiver] += shift
+            moved = True
+            if balance[donor] * sign <= 0:
+                break
+    return moved

@@ -10,8 +10,8 @@ from layoutopt.topology.cluster import Cluster
 from layoutopt.topology.placement.assign import (
     build_instances,
     kv_pairings,
-    link_between,
     slowest,
+    slowest_route,
     stage_gpus_by_pool,
 )
 from layoutopt.topology.placement.data import PlacementData
@@ -39,8 +39,7 @@ def placed_result(
     placement = [placed_instance(i.instance_id, i.role, i.gpus, i.pool_index) for i in instances]
     pairings = kv_pairings(cluster, instances)
     first_gpu = {i.instance_id: i.stages[0][0] for i in instances}
-    kv_link = slowest([link_between(cluster, first_gpu[p.prefill_instance], first_gpu[p.decode_instance])
-                       for p in pairings])
+    kv_link = slowest_route(cluster, [(first_gpu[p.prefill_instance], first_gpu[p.decode_instance]) for p in pairings])
     pipeline_links: dict[int, Link] = {}
     for pool_index in range(len(plan.pools)):
         link = slowest([i.pipeline_link for i in instances if i.pool_index == pool_index])
