@@ -124,3 +124,18 @@ def test_greedy_fills_every_stage_or_gives_up():
     assert greedy_counts(prepare(plan(pool("decode", tp=2, instances=3)), cluster, None, False)) is None
     counts = greedy_counts(prepare(plan(pool("decode", tp=2, instances=2)), cluster, None, False))
     assert sum(counts.values()) == 2
+
+
+def test_a_search_too_large_for_the_budget_reports_the_greedy_placement_unproven():
+    cluster = cluster_from_spec(placement_scaling.cluster_spec(fragmented=True, scale=1))
+    result = place(placement_scaling.bench_plan(1), cluster, spread_racks=True,
+                   kv_bytes_per_request=placement_scaling.KV_BYTES_PER_REQUEST, time_limit_s=1.0)
+    assert result.status == "feasible"
+    assert validate_placement(result.plan, cluster, placement_scaling.KV_BYTES_PER_REQUEST) == []
+    assert any(o.proven_by == "none" for o in result.objectives)
+    assert all(o.lower_bound <= o.value for o in result.objectives)
+    # The same input with a budget the search fits in is proven.
+    proven = place(placement_scaling.bench_plan(1), cluster, spread_racks=True,
+                   kv_bytes_per_request=placement_scaling.KV_BYTES_PER_REQUEST, time_limit_s=10.0)
+    assert proven.status == "optimal"
+    assert [o.value for o in proven.objectives] <= [o.value for o in result.objectives]
