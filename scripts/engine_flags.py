@@ -63,7 +63,9 @@ def _keyword_spec(index: SourceIndex, rel: str, call: ast.Call, owner_fields) ->
             if isinstance(values, str) and values.startswith("="):
                 resolved = _resolve_expr_values(index, rel, keyword.value)
                 values = resolved
-            spec["choices"] = list(values) if isinstance(values, (list, tuple, set, frozenset)) else None
+            # A set's order changes between runs (string hashing): sort it so the files are reproducible.
+            spec["choices"] = (sorted(values, key=str) if isinstance(values, (set, frozenset)) else
+                               list(values) if isinstance(values, (list, tuple)) else None)
         elif keyword.arg == "type":
             spec["type"] = ast.unparse(keyword.value)
         elif keyword.arg == "action":
@@ -96,7 +98,9 @@ def _resolve_expr_values(index: SourceIndex, rel: str, node: ast.AST) -> list[An
         value = literal(resolved[1])
         if isinstance(value, dict):
             return list(value)
-        if isinstance(value, (list, tuple, set, frozenset)):
+        if isinstance(value, (set, frozenset)):
+            return sorted(value, key=str)
+        if isinstance(value, (list, tuple)):
             return list(value)
         choices = index.literal_choices(resolved[0], resolved[1])
         if choices:

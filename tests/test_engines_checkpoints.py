@@ -165,3 +165,13 @@ def test_solve_and_emit_take_the_user_checkpoint(tmp_path):
     refused = CliRunner().invoke(cli, ["solve", "--model", "qwen3-30b-a3b", "--budget", "8xB200", "--isl", "1000",
                                        "--osl", "200", "--precision", "fp4", "--time-limit", "5"])
     assert refused.exit_code == 1 and "checkpoint_unavailable" in refused.output
+
+
+def test_estimate_still_evaluates_and_names_the_rule_and_its_source():
+    result = api.estimate(LLAMA, B200, engine="vllm==0.33.0", isl=1000, osl=200,
+                          layout=Layout(tp_size=2, weight_precision="fp4"))
+    [violation] = [v for v in result.rule_violations if v.rule == "checkpoint_unavailable"]
+    assert str(violation.source) == "vllm/config/quantization.py:224" and result.request_throughput_rps > 0
+    own = api.estimate(with_user_checkpoints(LLAMA, ["fp4=me/L70-FP4"]), B200, engine="vllm==0.33.0", isl=1000,
+                       osl=200, layout=Layout(tp_size=2, weight_precision="fp4"))
+    assert not [v for v in own.rule_violations if v.rule == "checkpoint_unavailable"]

@@ -100,3 +100,38 @@ def test_a_probe_that_finds_nothing_fails_loudly(tmp_path):
         archive.writestr("vllm/distributed/kv_transfer/kv_connector/utils.py", "x = 1\n")
     with pytest.raises(ProbeError, match="no tp_ratio divisibility assertion"):
         _vllm_pd_tp(Wheel(path), Facts(Wheel(path)))
+
+
+ROUTER_FILES = {
+    "vllm_router/router_args.py": '''
+        class RouterArgs:
+            host: str = "0.0.0.0"
+            @staticmethod
+            def add_cli_args(parser, use_router_prefix=False):
+                prefix = "router-" if use_router_prefix else ""
+                parser.add_argument("--host", type=str, default=RouterArgs.host)
+                parser.add_argument(f"--{prefix}policy", type=str, choices=["random", "round_robin"])
+                _discovery(parser)
+        def _discovery(parser):
+            parser.add_argument("--service-discovery", action="store_true")
+    ''',
+    "vllm_router/launch_router.py": '''
+        def parse(args):
+            RouterArgs.add_cli_args(parser, use_router_prefix=False)
+    ''',
+}
+
+
+def test_router_flags_resolve_the_prefix_and_follow_helpers(tmp_path):
+    from tool_flags import router_flags
+
+    path = tmp_path / "vllm_router-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in ROUTER_FILES.items():
+            archive.writestr(name, textwrap.dedent(text).lstrip("\n"))
+    program, flags = router_flags(Wheel(path), "vllm-router")
+    by_name = {f["name"]: f for f in flags}
+    assert program == ["vllm-router"] and sorted(by_name) == ["--host", "--policy", "--service-discovery"]
+    assert by_name["--policy"]["choices"] == ["random", "round_robin"]
+    assert by_name["--host"]["default"] == "0.0.0.0" and by_name["--host"]["source"]["line"] == 6
+    assert by_name["--service-discovery"]["source"]["line"] == 10

@@ -8,6 +8,8 @@ import shlex
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
 from layoutopt.plan import Plan
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -34,6 +36,12 @@ def engine_named_in(text: str) -> tuple[str, str]:
 
 def engine_commands(shell_text: str) -> list[list[str]]:
     """Every engine command line in a shell script or an sh -c string, as tokens."""
+    return program_commands(shell_text, ENGINE_STARTS)
+
+
+def program_commands(shell_text: str, starts) -> list[list[str]]:
+    """Every command line starting with one of ``starts`` (argv prefixes) in a script, as tokens."""
+    starts = [tuple(s) for s in starts]
     joined = shell_text.replace("\\\n", " ")
     commands = []
     for line in re.split(r"\n|&&", joined):
@@ -42,9 +50,23 @@ def engine_commands(shell_text: str) -> list[list[str]]:
         tokens = shlex.split(line, comments=False)
         if tokens and tokens[0] == "exec":
             tokens = tokens[1:]
-        if any(tuple(tokens[:len(start)]) == start for start in ENGINE_STARTS):
+        if any(tuple(tokens[:len(start)]) == start for start in starts):
             commands.append(tokens)
     return commands
+
+
+def manifest_program_commands(text: str, program) -> list[list[str]]:
+    """The argv of every container of a manifest that runs ``program`` (after an ``sh -c 'pip install'``)."""
+    found = []
+    for doc in yaml.safe_load_all(text):
+        template = (doc.get("spec") or {}).get("template")
+        for container in (template or {}).get("spec", {}).get("containers", []):
+            argv = list(container.get("command", [])) + list(container.get("args", []))
+            if argv[:2] == ["/bin/sh", "-c"]:
+                argv = argv[3:]
+            if tuple(argv[:len(program)]) == tuple(program):
+                found.append(argv)
+    return found
 
 
 def test_engine_commands_parses_continuations_and_sh_c():

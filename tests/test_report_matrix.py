@@ -11,9 +11,16 @@ import pytest
 import yaml
 
 from layoutopt.report.emit import render
-from layoutopt.report.engine_flags import bad_choices, load_engine_flags, parse_engine, unknown_flags
+from layoutopt.report.engine_flags import (
+    bad_choices,
+    load_bench_flags,
+    load_engine_flags,
+    load_router_flags,
+    parse_engine,
+    unknown_flags,
+)
 from test_report_flags import RELEASES, manifest_commands
-from test_report_helpers import engine_commands, fixture_plan
+from test_report_helpers import engine_commands, fixture_plan, manifest_program_commands, program_commands
 from test_report_kubernetes import _as_pod_template, _validate
 
 
@@ -77,6 +84,23 @@ def test_matrix_files_are_valid_for_the_release(name, release):
     if plan.mode != "colocated" or sum(p.instances for p in plan.pools) > 1:
         assert "router/router.sh" in files and "k8s/router.yaml" in files
     assert "bench/bench.sh" in files
+    _check_router_and_bench(files, ref)
+
+
+def _check_router_and_bench(files, ref):
+    """Router commands against the router release's generated flags, bench.sh against the engine wheel's benchmark."""
+    _, _, program, router_flags = load_router_flags(ref.engine)
+    routers = [argv for path, text in files.items() for argv in (
+        program_commands(text, [program]) if path.startswith("router/") else
+        manifest_program_commands(text, program) if path == "k8s/router.yaml" else [])]
+    assert bool(routers) == ("router/router.sh" in files)
+    for argv in routers:
+        assert unknown_flags(argv, router_flags) == [] and bad_choices(argv, router_flags) == [], argv
+    bench_program, bench_flags = load_bench_flags(ref.engine, ref.version)
+    benches = program_commands(files["bench/bench.sh"], [bench_program])
+    assert benches
+    for argv in benches:
+        assert unknown_flags(argv, bench_flags) == [] and bad_choices(argv, bench_flags) == [], argv
 
 
 def test_mla_prefill_context_parallel_is_allowed_on_vllm_033_only():
@@ -108,3 +132,27 @@ def test_an_instance_spanning_nvl72_trays_stays_in_one_nvlink_domain():
     lws = next(yaml.safe_load_all(text))
     assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["leaderWorkerTemplate"]["size"] == 2
     assert lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] == "nvidia.com/gpu.clique"
+
+
+def test_router_and_bench_flag_data_catches_what_a_release_lacks():
+    _, version, program, flags = load_router_flags("vllm")
+    assert (version, program) == ("0.1.17", ("vllm-router",))
+    assert flags.defined_at["--vllm-pd-disaggregation"].startswith("vllm_router/router_args.py:")
+    assert unknown_flags(["vllm-router", "--pd-disaggregation"], flags) == ["--pd-disaggregation"]
+    _, _, _, sglang = load_router_flags("sglang")
+    assert "--pd-disaggregation" in sglang.flags and "--vllm-pd-disaggregation" not in sglang.flags
+    # SGLang 0.5.3's bench_serving has no --goodput, so bench.sh leaves it out there.
+    program_053, bench_053 = load_bench_flags("sglang", "0.5.3")
+    assert program_053 == ("python3", "-m", "sglang.bench_serving") and "--goodput" not in bench_053.flags
+    assert "--goodput" in load_bench_flags("sglang", "0.5.23")[1].flags
+    program_033, bench_033 = load_bench_flags("vllm", "0.33.0")
+    assert program_033 == ("vllm", "bench", "serve")
+    assert bench_033.defined_at["--random-range-ratio"].startswith("vllm/benchmarks/datasets/datasets.py:")
+
+
+def test_report_says_the_default_image_tag_was_not_verified():
+    plan = fixture_plan("colocated")
+    report = render(plan, engine="sglang", model_id=None, plots=False)["report.md"]
+    assert "`lmsysorg/sglang:v0.5.23`" in report and "did not check that this tag is published" in report
+    given = render(plan, engine="sglang", model_id=None, plots=False, image="registry.local/sglang:mine")["report.md"]
+    assert "`registry.local/sglang:mine`, as given with --image" in given and "did not check" not in given

@@ -48,6 +48,12 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         lambda v: f"online NVFP4 (--quantization {v}) covers MoE experts only: FP4 plans need an NVFP4 checkpoint")
     add("checkpoint_unavailable", "online_quantization_min_capability",
         lambda v: f"online quantization loads from compute capability {v / 10:.1f}")
+    add("multi_node_launch", "multi_node_dp_flags",
+        lambda v: "DP ranks across nodes (one launch per node): " + " ".join(v))
+    add("multi_node_launch", "multi_node_pp_flags",
+        lambda v: "an instance across nodes (PP over Ray, or one launch per node): " + " ".join(v))
+    add("multi_node_launch", "multi_node_flags",
+        lambda v: "an instance across nodes (one launch per node): " + " ".join(v))
     rows.append(RuleSummary(rule="checkpoint_unavailable", summary=(
         "any other weight precision needs a checkpoint of it: the model's release, a catalog variant "
         "(models.yaml), the pre-quantized ids with sources, or the user's --checkpoint PRECISION=ORG/NAME"),

@@ -7,9 +7,12 @@ from importlib import resources
 
 import yaml
 
-from layoutopt.engines.schema import EngineData
+from layoutopt.engines.schema import EngineData, RouterData
 
 _DATA_PACKAGE = "layoutopt.engines"
+# The router release emit writes for each engine's disaggregated and load-balanced pools
+# (pypi.org/project/vllm-router/0.1.17/, pypi.org/project/sglang-router/0.3.2/).
+ROUTER_RELEASES: dict[str, tuple[str, str]] = {"vllm": ("vllm-router", "0.1.17"), "sglang": ("sglang-router", "0.3.2")}
 # libyaml's loader reads the largest file (500+ flags) in a fraction of a second; the pure-Python one takes seconds.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -48,3 +51,17 @@ def all_engine_data() -> list[EngineData]:
     """Every engine version with data, by engine then newest version first."""
     return [load_engine_data(engine, version) for engine in ("vllm", "sglang")
             for version in available_versions(engine)]
+
+
+@lru_cache(maxsize=None)
+def load_router_data(package: str, version: str) -> RouterData:
+    """The flags of router ``package`` at ``version`` (``data/routers/<package>-<version>.yaml``)."""
+    path = _data_dir() / "routers" / f"{package}-{version}.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"no router data for {package}=={version} in layoutopt/engines/data/routers")
+    return RouterData.model_validate(yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER))
+
+
+def router_data(engine: str) -> RouterData:
+    """The router release emit writes for ``engine`` ('vllm' or 'sglang')."""
+    return load_router_data(*ROUTER_RELEASES[engine])

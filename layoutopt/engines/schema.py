@@ -64,6 +64,31 @@ class QuantizationMethod(_Frozen):
     source: SourceRef
 
 
+class ProgramFlags(_Frozen):
+    """A program emit writes a command for (a router, a benchmark): how it starts and the flags it accepts."""
+
+    program: tuple[str, ...] = Field(description="argv prefix, e.g. ('vllm', 'bench', 'serve')")
+    flags: tuple[EngineFlag, ...]
+
+    def flag(self, name: str) -> EngineFlag | None:
+        return next((f for f in self.flags if name in f.spellings), None)
+
+    @property
+    def flag_names(self) -> frozenset[str]:
+        return frozenset(s for f in self.flags for s in f.spellings)
+
+
+class RouterData(_Frozen):
+    """Flags of one router release (vllm-router, sglang-router), read from its wheel."""
+
+    package: str
+    version: str
+    generated: str
+    wheel: str
+    wheel_sha256: str
+    launcher: ProgramFlags
+
+
 class EngineData(_Frozen):
     """Flags, facts and quantization methods of one engine version."""
 
@@ -75,6 +100,8 @@ class EngineData(_Frozen):
     facts: dict[str, EngineFact]
     quantization_methods: tuple[QuantizationMethod, ...]
     flags: tuple[EngineFlag, ...]
+    bench: ProgramFlags | None = Field(default=None, description="the engine's serving benchmark (vllm bench "
+                                       "serve, SGLang's benchmark.serving) and its flags")
 
     def fact(self, name: str) -> EngineFact | None:
         return self.facts.get(name)

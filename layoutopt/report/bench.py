@@ -24,7 +24,7 @@ import math
 
 from layoutopt.plan import Plan
 from layoutopt.report.deployment import PoolDeployment
-from layoutopt.report.engine_flags import EngineRelease
+from layoutopt.report.engine_flags import EngineRelease, load_bench_flags
 from layoutopt.report.launch import InstanceSpec, command_lines
 from layoutopt.report.plan_inputs import plan_rate_rps, plan_slo, plan_workload
 from layoutopt.report.router import plan_routers
@@ -75,7 +75,7 @@ def bench_argv(plan: Plan, release: EngineRelease, model: str, url: str, rate_rp
     if release.engine == "vllm":
         (in_len, in_r), (out_len, out_r) = vllm_range(mean_in, p90_in), vllm_range(mean_out, p90_out)
         ratio = (f'{{"input":{in_r:g},"output":{out_r:g}}}' if release.at_least("0.33.0") else f"{max(in_r, out_r):g}")
-        argv = ["vllm", "bench", "serve", "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
+        argv = [*load_bench_flags(release.engine, release.version)[0], "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
                 "--model", model, "--dataset-name", "random", "--random-input-len", str(in_len),
                 "--random-output-len", str(out_len), "--random-range-ratio", ratio, "--ignore-eos",
                 "--request-rate", f"{rate_rps:.4g}", "--num-prompts", str(prompts), "--seed", "0",
@@ -85,8 +85,8 @@ def bench_argv(plan: Plan, release: EngineRelease, model: str, url: str, rate_rp
             argv += ["--goodput", *goodput]
         return tuple(argv)
     (in_len, in_r), (out_len, out_r) = sglang_range(mean_in, p90_in), sglang_range(mean_out, p90_out)
-    module = "sglang.benchmark.serving" if release.at_least("0.5.23") else "sglang.bench_serving"
-    argv = ["python3", "-m", module, "--backend", "sglang", "--base-url", url, "--model", model,
+    # sglang.benchmark.serving in 0.5.23 (sglang.bench_serving is its deprecated alias), sglang.bench_serving in 0.5.3.
+    argv = [*load_bench_flags(release.engine, release.version)[0], "--backend", "sglang", "--base-url", url, "--model", model,
             "--dataset-name", "random", "--random-input-len", str(in_len), "--random-output-len", str(out_len),
             "--random-range-ratio", f"{min(in_r, out_r):g}", "--request-rate", f"{rate_rps:.4g}",
             "--num-prompts", str(prompts), "--seed", "0", "--output-file", result, "--output-details"]

@@ -28,7 +28,7 @@ from layoutopt.plan import Plan
 from layoutopt.report import names
 from layoutopt.report.deployment import prepare
 from layoutopt.report.engine_flags import EngineRelease, as_release
-from layoutopt.report.kubernetes import KubernetesOptions, kubernetes_manifests
+from layoutopt.report.kubernetes import KubernetesOptions, default_image, kubernetes_manifests
 from layoutopt.report.launch import DEFAULT_GPUS_PER_NODE, expand_instances, launch_scripts
 from layoutopt.report.markdown import base_rate_rps, report_markdown
 from layoutopt.report.plots import FrontierPoint, figure_bytes, plan_figures
@@ -60,7 +60,8 @@ def render(plan: Plan, *, engine: str | EngineRelease = "vllm", model_id: str | 
                 files[f"plots/{name}.{fmt}"] = figure_bytes(fig, fmt)
     model = deployments[0].served.hf_id
     files["report.md"] = report_markdown(plan, instances, engine=release.engine, version=release.version, model=model,
-                                         files=sorted(files))
+                                         files=sorted(files), image=image or default_image(release),
+                                         image_given=image is not None)
     return dict(sorted(files.items()))
 
 

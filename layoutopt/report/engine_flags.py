@@ -100,12 +100,40 @@ def load_engine_flags(engine: str, version: str | None = None) -> EngineFlags:
     if version not in SUPPORTED_VERSIONS[engine]:
         raise InputError("engine version", f"{engine} {version}", "no flag data for that version")
     data = load_engine_data(engine, version)
-    defined_at = {spelling: str(flag.source) for flag in data.flags for spelling in flag.spellings}
-    choices = {spelling: tuple(str(c) for c in flag.choices) for flag in data.flags if flag.choices
-               for spelling in flag.spellings}
     source = f"https://pypi.org/project/{engine}/{version}/ ({data.wheel}, sha256 {data.wheel_sha256})"
+    return _flag_table(engine, version, data.flags, source)
+
+
+def _flag_table(engine: str, version: str, flags, source: str) -> EngineFlags:
+    defined_at = {spelling: str(flag.source) for flag in flags for spelling in flag.spellings}
+    choices = {spelling: tuple(str(c) for c in flag.choices) for flag in flags if flag.choices
+               for spelling in flag.spellings}
     return EngineFlags(engine=engine, version=version, flags=frozenset(defined_at), defined_at=defined_at,
                        choices=choices, sources=(source,))
+
+
+@lru_cache(maxsize=None)
+def load_bench_flags(engine: str, version: str) -> tuple[tuple[str, ...], EngineFlags]:
+    """(program argv, flags) of the serving benchmark shipped in ``engine`` ``version``'s wheel."""
+    from layoutopt.engines import load_engine_data
+
+    data = load_engine_data(engine, version)
+    if data.bench is None:
+        raise FileNotFoundError(f"no benchmark flags in the data of {engine}=={version}; rerun "
+                                "scripts/refresh_engine_data.py")
+    source = f"https://pypi.org/project/{engine}/{version}/ ({data.wheel}, sha256 {data.wheel_sha256})"
+    return data.bench.program, _flag_table(engine, version, data.bench.flags, source)
+
+
+@lru_cache(maxsize=None)
+def load_router_flags(engine: str) -> tuple[str, str, tuple[str, ...], EngineFlags]:
+    """(package, version, program argv, flags) of the router release emit writes for ``engine``."""
+    from layoutopt.engines.loader import router_data
+
+    data = router_data(engine)
+    source = f"https://pypi.org/project/{data.package}/{data.version}/ ({data.wheel}, sha256 {data.wheel_sha256})"
+    return data.package, data.version, data.launcher.program, _flag_table(
+        engine, data.version, data.launcher.flags, source)
 
 
 def bad_choices(argv: tuple[str, ...] | list[str], flags: EngineFlags) -> list[str]:

@@ -140,11 +140,23 @@ def _rate_rise(plan: Plan) -> list[str]:
     return lines
 
 
+def _images(image: str, image_given: bool) -> list[str]:
+    if image_given:
+        return ["## Container images", "", f"The manifests run `{image}`, as given with --image."]
+    return ["## Container images", "",
+            f"The manifests run `{image}`: the engine project's image repository with its release tag scheme "
+            "(v + version). layoutopt works offline and did not check that this tag is published; run "
+            f"`docker manifest inspect {image}` before applying, or pass --image with the image you use. The "
+            "router pods install their router release with pip (see router/router.sh)."]
+
+
 def report_markdown(plan: Plan, instances: list[InstanceSpec], *, engine: str, model: str,
-                    files: list[str], version: str | None = None) -> str:
+                    files: list[str], version: str | None = None, image: str | None = None,
+                    image_given: bool = False) -> str:
     """The whole report as Markdown; ``files`` are the other artifacts written next to it.
 
-    ``version`` is the engine release the files were written for (default: the current one)."""
+    ``version`` is the engine release the files were written for (default: the current one);
+    ``image`` the engine container image of the manifests (``image_given``: named by the user)."""
     lines = [f"# Serving plan for {plan.model}", ""]
     lines += _what_to_run(plan, instances, engine, version or ENGINE_VERSIONS[engine], model) + [""]
     lines += _why(plan) + [""]
@@ -152,5 +164,7 @@ def report_markdown(plan: Plan, instances: list[InstanceSpec], *, engine: str, m
     lines += _rate_rise(plan) + [""]
     if plan.defaults_used:
         lines += ["## Defaults used", ""] + [f"- {d}" for d in plan.defaults_used] + [""]
+    if image is not None:
+        lines += _images(image, image_given) + [""]
     lines += ["## Files", ""] + [f"- `{f}`" for f in sorted(files)]
     return "\n".join(lines) + "\n"

@@ -6,7 +6,8 @@ SGLang (``--pd-disaggregation --prefill URL BOOTSTRAP_PORT --decode URL``). Colo
 more than one instance get the same router in load-balancing mode (``--worker-urls``). A mixed
 plan gets both; the front door splits traffic between them by the planned capacity.
 
-Flags read from the routers' wheels:
+Flags read from the routers' wheels (generated into ``layoutopt/engines/data/routers/`` by
+``scripts/refresh_engine_data.py``; the emitted-file tests check every router command against it):
 
 - vllm-router 0.1.17, vllm_router/router_args.py: ``--host``/``--port`` (l.126, l.132), ``--worker-urls``
   (l.139), ``--vllm-pd-disaggregation`` (l.282), ``--prefill URL [BOOTSTRAP_PORT]`` (l.287, nargs='+',
@@ -28,8 +29,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from layoutopt.engines.loader import ROUTER_RELEASES
 from layoutopt.plan import Plan
-from layoutopt.report.engine_flags import EngineRelease
+from layoutopt.report.engine_flags import EngineRelease, load_router_flags
 from layoutopt.report.kubernetes import KubernetesOptions, dump_yaml
 from layoutopt.report.launch import IDEALISED_NODES_NOTE, InstanceSpec, command_lines
 from layoutopt.report.plan_inputs import placed_on_cluster
@@ -37,10 +39,13 @@ from layoutopt.report.names import dns_name
 from layoutopt.report.node_launch import BASE_PORT
 
 ROUTER_PORT = 30000
-# The router projects' releases read for the flags above (pypi.org/project/vllm-router/0.1.17/,
-# pypi.org/project/sglang-router/0.3.2/).
-ROUTER_PACKAGES = {"vllm": ("vllm-router", "0.1.17"), "sglang": ("sglang-router", "0.3.2")}
-ROUTER_PROGRAMS = {"vllm": ("vllm-router",), "sglang": ("python3", "-m", "sglang_router.launch_router")}
+# The router releases (engines.loader.ROUTER_RELEASES); their launchers' programs and flags are the
+# generated data/routers/<package>-<version>.yaml, which tests check every router command against.
+ROUTER_PACKAGES = ROUTER_RELEASES
+
+
+def _program(engine: str) -> tuple[str, ...]:
+    return tuple(load_router_flags(engine)[2])
 ROUTER_IMAGE = "python:3.11-slim"
 SERVES_LABEL = "layoutopt.io/serves"
 
@@ -101,7 +106,7 @@ def router_argv(plan: Plan, release: EngineRelease, router: Router) -> tuple[str
     def url(instance: InstanceSpec) -> str:
         return f"http://{instance.nodes[0]}:{instance.port}"
 
-    return (*ROUTER_PROGRAMS[release.engine], "--host", "0.0.0.0", "--port", str(router.port),
+    return (*_program(release.engine), "--host", "0.0.0.0", "--port", str(router.port),
             *_worker_args(plan, release, router, url))
 
 
@@ -159,7 +164,7 @@ def router_manifests(plan: Plan, release: EngineRelease, routers: list[Router],
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account}},
     ]
     for router in routers:
-        argv = [*ROUTER_PROGRAMS[release.engine], "--host", "0.0.0.0", "--port", str(router.port),
+        argv = [*_program(release.engine), "--host", "0.0.0.0", "--port", str(router.port),
                 *_selector_args(plan, release, router, namespace)]
         mine = {**labels, "app.kubernetes.io/name": router.name, "layoutopt.io/router": router.name}
         container = {
