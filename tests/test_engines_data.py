@@ -141,6 +141,10 @@ def test_catalog_engines_json():
     assert [(e["engine"], e["version"]) for e in entries] == VERSIONS + [("trtllm", None)]
     rules = {r["rule"]: r for r in entries[1]["rules"]}
     assert rules["pd_tp_divisibility"]["source"] == "vllm/distributed/kv_transfer/kv_connector/utils.py:261"
+    assert entries[0]["bench"]["program"] == ["vllm", "bench", "serve"] and entries[0]["bench"]["num_flags"] > 50
+    assert entries[0]["router"] == {"package": "vllm-router", "version": "0.1.17", "program": ["vllm-router"],
+                                    "num_flags": 71}
+    assert entries[3]["bench"]["program"] == ["python3", "-m", "sglang.bench_serving"]
 
 
 def test_catalog_engines_unknown_version_is_one_line(monkeypatch, capsys):

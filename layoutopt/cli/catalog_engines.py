@@ -46,3 +46,8 @@ def engines(engine: str | None, output_format: str) -> None:
         console().print(table)
         console().print(f"quantization methods: {', '.join(e['quantization_methods'])}")
         console().print(f"--kv-cache-dtype choices: {', '.join(map(str, e['kv_cache_dtypes']))}")
+        if e.get("bench"):
+            console().print(f"serving benchmark: {' '.join(e['bench']['program'])} ({e['bench']['num_flags']} flags)")
+        if e.get("router"):
+            r = e["router"]
+            console().print(f"router: {r['package']} {r['version']}, {' '.join(r['program'])} ({r['num_flags']} flags)")

@@ -81,10 +81,16 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
 
 def engine_entry(data: EngineData) -> dict[str, Any]:
     """A JSON-ready summary of one engine version."""
+    from layoutopt.engines.loader import router_data
+
     ref = EngineRef(name=data.engine, version=data.version)
+    router = router_data(data.engine)
     return {
         "engine": data.engine, "version": data.version, "default": DEFAULT_VERSIONS.get(data.engine) == data.version,
         "generated": data.generated, "wheel": data.wheel, "num_flags": len(data.flags),
+        "bench": ({"program": list(data.bench.program), "num_flags": len(data.bench.flags)} if data.bench else None),
+        "router": {"package": router.package, "version": router.version, "program": list(router.launcher.program),
+                   "num_flags": len(router.launcher.flags)},
         "quantization_methods": [q.method for q in data.quantization_methods],
         "kv_cache_dtypes": list((data.flag("--kv-cache-dtype").choices or ()) if data.flag("--kv-cache-dtype") else ()),
         "rules": [{"rule": r.rule, "summary": r.summary, "source": str(r.source) if r.source else r.data_file}
@@ -108,6 +114,7 @@ def catalog_entries(engine: str | None = None) -> list[dict[str, Any]]:
             entries.append(engine_entry(load_engine_data(ref.name, ref.version)))
         else:
             entries.append({"engine": ref.name, "version": None, "default": True, "generated": None, "wheel": None,
-                            "num_flags": 0, "quantization_methods": [], "kv_cache_dtypes": [], "rules": [],
+                            "num_flags": 0, "bench": None, "router": None, "quantization_methods": [],
+                            "kv_cache_dtypes": [], "rules": [],
                             "notes": engine_notes(ref)})
     return entries
