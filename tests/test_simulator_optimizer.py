@@ -32,3 +32,19 @@ def test_optimizer_plans_meet_their_slo_in_simulation(model, budget, preset, mod
     assert result.rate_rps == pytest.approx(plan.totals.goodput_rps)
     assert result.meets_slo, (plan.pools, result.ttft_ms, result.tpot_ms, result.slo_attainment)
     assert all(pool.queue_growth_per_s < 1.0 for pool in result.pools)
+
+
+def test_deep_pp_prefill_plan_meets_its_slo_in_simulation(monkeypatch):
+    """With the PP pre-cut off the optimizer puts qwen3-32b's prefill on PP2 and PP8 instances;
+    they keep pp steps in flight (--max-num-seqs holds them all) and meet the SLO in simulation."""
+    from layoutopt.optimizer import enumeration
+    from layoutopt.optimizer.pre_cuts import PreCuts
+
+    monkeypatch.setattr(enumeration, "DEFAULT_PRE_CUTS", PreCuts())
+    plan = api.solve(model="qwen3-32b", budget="16xH100", slo=SLO_CHAT, workload=preset_workload("chat"))
+    assert plan.status in ("optimal", "feasible") and plan.totals is not None
+    deep = [p for p in plan.pools if p.role == "prefill" and p.pp_size >= 4]
+    assert deep, plan.pools  # the premise: a deep-PP prefill pool
+    result = simulate(plan, num_requests=5000, seed=0)
+    assert result.meets_slo, (plan.pools, result.ttft_ms, result.slo_attainment)
+    assert all(pool.queue_growth_per_s < 1.0 for pool in result.pools)
