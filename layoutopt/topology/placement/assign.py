@@ -39,25 +39,25 @@ def stage_gpus_by_pool(
         if not groups:
             continue
         groups.sort(key=lambda item: (-item[0].stage_gpus, item[0].pool_index))
-        remaining = {node: [] for node in domain.nodes}
+        remaining: dict[str, list[GpuId]] = {node: [] for node in domain.nodes}
         for gpu in cluster.free_in_domain(domain.name):
-            remaining[gpu.node].append(gpu.index)
+            remaining[gpu.node].append(gpu)
         for demand, count in groups:
             for _ in range(count):
                 stages[demand.pool_index].append(_take(remaining, demand.stage_gpus))
     return stages
 
 
-def _take(remaining: dict[str, list[int]], size: int) -> tuple[GpuId, ...]:
+def _take(remaining: dict[str, list[GpuId]], size: int) -> tuple[GpuId, ...]:
     fitting = [node for node, free in remaining.items() if len(free) >= size]
     if fitting:
         node = min(fitting, key=lambda n: len(remaining[n]))
         taken, remaining[node] = remaining[node][:size], remaining[node][size:]
-        return tuple(GpuId(node, i) for i in taken)
+        return tuple(taken)
     gpus: list[GpuId] = []
     for node in sorted(remaining, key=lambda n: -len(remaining[n])):
         need = size - len(gpus)
-        gpus += [GpuId(node, i) for i in remaining[node][:need]]
+        gpus += remaining[node][:need]
         remaining[node] = remaining[node][need:]
         if len(gpus) == size:
             break
