@@ -16,6 +16,7 @@ import pytest
 
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
+from layoutopt.perf_model.calibration import get_engine_profile, resolve_engine
 from layoutopt.perf_model.capacity import instance_capacity
 from layoutopt.perf_model.costs import phase_costs
 from layoutopt.plan import Explanation, Layout, Plan, Pool, SolverInfo
@@ -44,8 +45,8 @@ def _pool(role: str, layout: Layout, instances: int, max_batch: int) -> Pool:
                 max_batch_size=max_batch, capacity_rps=1.0, cost_usd_per_hour=1.0)
 
 
-def _plan(model: str, prefill: Pool, decode: Pool) -> Plan:
-    return Plan(status="feasible", objective="goodput-per-dollar", mode="disaggregated", model=model, engine="vllm",
+def _plan(model: str, prefill: Pool, decode: Pool, engine: str = "vllm") -> Plan:
+    return Plan(status="feasible", objective="goodput-per-dollar", mode="disaggregated", model=model, engine=engine,
                 workload={"workload": CHAT.model_dump(mode="json"), "slo": SLO_CHAT.model_dump(mode="json")},
                 pools=[prefill, decode], totals=None, latency=None,
                 solver=SolverInfo(status="feasible", wall_time_s=0.0, objective_value=None, best_bound=None,
@@ -86,3 +87,16 @@ def test_dp_prefill_instance_is_one_server_per_rank():
     assert spec.max_batched_tokens == 8192 and spec.max_batch_size == 9
     instance_kv_bytes, _ = kv_tables(get_model(model), get_gpu(GPU), prefill, "vllm")
     assert spec.kv_capacity_bytes == pytest.approx(instance_kv_bytes / 4)
+
+
+def test_sglang_splits_its_chunk_budget_over_the_dp_ranks():
+    """SGLang divides --chunked-prefill-size by the attention-DP size (0.5.23
+    arg_groups/parallel_hook.py:331); vLLM gives each rank the whole budget."""
+    model, prefill, decode, num_decode = CASES["qwen3-30b-a3b tp1-ep4-dp4"]
+    vllm, sglang = (phase_costs(get_model(model), get_gpu(GPU), prefill, "prefill", CHAT, engine)
+                    for engine in ("vllm", "sglang"))
+    budget = resolve_engine("sglang", get_gpu(GPU)).max_num_batched_tokens
+    assert sglang.server_budget_tokens == budget // 4 and sglang.chunk_tokens == budget
+    assert vllm.server_budget_tokens == resolve_engine("vllm", get_gpu(GPU)).max_num_batched_tokens
+    plan = _plan(model, _pool("prefill", prefill, 1, 8), _pool("decode", decode, num_decode, 512), engine="sglang")
+    assert plan_pool_specs(plan)[0].max_batched_tokens == get_engine_profile("sglang").max_num_batched_tokens // 4

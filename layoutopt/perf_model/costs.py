@@ -146,6 +146,16 @@ class PhaseCosts:
         return np.maximum(table[i] * (1.0 - w) + table[i + 1] * w, 0.0)
 
 
+def rank_token_budget(profile: EngineProfile, dp_size: int) -> int:
+    """Token budget of one attention-DP rank's scheduler step. vLLM gives every DP rank its own
+    ``max_num_batched_tokens`` (each runs a scheduler, v1/engine/core.py:2281); SGLang divides
+    ``chunked_prefill_size`` by the attention-DP size (0.5.23 arg_groups/parallel_hook.py:331,
+    0.5.3 server_args.py:957)."""
+    if profile.name == "sglang":
+        return max(profile.max_num_batched_tokens // max(dp_size, 1), 1)
+    return profile.max_num_batched_tokens
+
+
 def length_grid(dist) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, weights) representing a length distribution by quantile bins, merged when equal."""
     tokens, weights = _length_grid_cached(type(dist), dist.model_dump_json())
@@ -248,7 +258,8 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     mean_output, output_reserve, inverse_steps = output_moments(workload)
     output_grid = length_grid(workload.output_tokens)
     servers = layout.dp_size
-    chunk = profile.max_num_batched_tokens * servers
+    rank_budget = rank_token_budget(profile, servers)
+    chunk = rank_budget * servers
 
     # KV held per sequence: engines page KV on demand (vLLM/SGLang blocks, TRT-LLM pages are
     # allocated as tokens are generated, not the whole output up front), so a sequence holds its
@@ -284,7 +295,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     if role == "prefill":
         # A server's step of k prompts of the mean length costs T(k) = T0 + k t; T0 (per-step
         # overhead, weight and expert reads) is what batching spreads over the step's prompts.
-        budget = profile.max_num_batched_tokens
+        budget = rank_budget
         per_step = max(1.0, math.floor(budget / max(mean_uncached, 1.0)))
         if per_step >= 2:
             length = int(round(mean_input))
@@ -342,7 +353,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         input_tokens=tokens, input_weights=weights, input_tokens_uncached=uncached, output_tokens_mean=mean_output,
         prefill_s=prefill_s, prefill_occupancy_s=occupancy, kv_transfer_s=kv_s, batch_grid=grid.astype(float),
         decode_step_s=decode_s, chunk_s_per_token=chunk_per_token, chunk_tokens=int(chunk),
-        max_batch_size=batch_cap, prefill_servers=servers, server_chunk_tokens=profile.max_num_batched_tokens,
+        max_batch_size=batch_cap, prefill_servers=servers, server_chunk_tokens=rank_budget,
         prefill_bottleneck=prefill_bottleneck,
         decode_bottleneck=decode_bottleneck,
         request_overhead_s=profile.request_overhead_ms * 1e-3 if role != "decode" else 0.0,

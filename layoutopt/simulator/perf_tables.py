@@ -20,6 +20,7 @@ from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.plan import Plan, Pool
 from layoutopt.perf_model import kv_transfer, memory, step
 from layoutopt.perf_model.calibration import SAMPLER_MAX_NUM_SEQS, get_engine_profile
+from layoutopt.perf_model.costs import rank_token_budget
 from layoutopt.plan import Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
 from layoutopt.simulator.pools import PoolSpec
@@ -129,7 +130,7 @@ def pool_spec(model: ModelSpec, engine: str, pool: Pool, name: str, transfer: Ta
     # SGLang's data_parallel_controller): one server each, with its own token budget and
     # --max-num-seqs (the plan's batch / dp, as emitted). Other roles run the instance as one engine.
     ranks = layout.dp_size if pool.role == "prefill" else 1
-    budget = profile.max_num_batched_tokens * layout.dp_size // ranks
+    budget = rank_token_budget(profile, layout.dp_size) * layout.dp_size // ranks
     # Pool.max_batch_size is the pool's --max-num-seqs: decoding sequences, or for a prefill pool
     # the prompts its steps in flight may hold (a plan without one runs with vLLM's default).
     max_batch = pool.max_batch_size if pool.max_batch_size >= 1 else SAMPLER_MAX_NUM_SEQS
