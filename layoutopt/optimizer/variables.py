@@ -64,7 +64,8 @@ class LayoutVariables:
         model, count = self.model, self.num_instances[c.name]
         bounds = [0] + [n for n, _ in c.pool_rate_units] + [c.max_instances + 1]
         rates = [c.capacity_rate_units] + [r for _, r in c.pool_rate_units]
-        y = model.new_int_var(0, c.pool_capacity_units(c.max_instances), f"pool_capacity[{self.prefix}{c.name}]")
+        # The most any count reaches (not the count at U_c: a grid rate may lie below a smaller count's).
+        y = model.new_int_var(0, max(rates) * c.max_instances, f"pool_capacity[{self.prefix}{c.name}]")
         segments = []
         for k, rate in enumerate(rates):
             on = model.new_bool_var(f"pool_segment[{self.prefix}{c.name},{bounds[k]}]")
