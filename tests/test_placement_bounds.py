@@ -139,3 +139,20 @@ def test_a_search_too_large_for_the_budget_reports_the_greedy_placement_unproven
                    kv_bytes_per_request=placement_scaling.KV_BYTES_PER_REQUEST, time_limit_s=10.0)
     assert proven.status == "optimal"
     assert [o.value for o in proven.objectives] <= [o.value for o in result.objectives]
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_ordering_interchangeable_racks_keeps_the_optimum(monkeypatch, spread):
+    from layoutopt.topology.placement import constraints, solver
+
+    cluster = _cluster(0, 3, 2, 0.0)   # three identical racks of two empty nodes
+    odd = plan(pool("prefill", tp=2, instances=5, capacity_rps=1.0), pool("decode", tp=4, pp=2, instances=2,
+                                                                           capacity_rps=2.5))
+    data = prepare(odd, cluster, KV_BYTES, spread)
+    assert constraints.rack_classes(data) == [list(data.racks)]
+    ordered = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True, use_bounds=False)
+    monkeypatch.setattr(solver, "default_constraints", lambda enforce: [
+        constraints.EveryStagePlaced(), constraints.DomainCapacity(), constraints.KvUplink(enforce)])
+    unordered = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True, use_bounds=False)
+    assert ordered.status == unordered.status == "optimal"
+    assert _values(data, ordered) == _values(data, unordered)

@@ -64,5 +64,39 @@ class KvUplink:
                 v.model.add(v.kv_ingress[rack] <= capacity).with_name(f"kv_uplink_in[{rack}]")
 
 
+def rack_classes(data) -> list[list[str]]:
+    """Racks that are interchangeable: the same (GPU type, free GPUs) of every domain and the same
+    uplink; each class in rack order, classes of one rack left out."""
+    groups: dict[tuple, list[str]] = {}
+    shape: dict[str, list[tuple[str, int]]] = {rack: [] for rack in data.racks}
+    for d in data.domains:
+        shape[d.rack].append((d.gpu, d.num_free))
+    for rack in data.racks:
+        uplink = data.uplink_kv_units[rack] if data.uplink_kv_units is not None else None
+        groups.setdefault((uplink, tuple(sorted(shape[rack]))), []).append(rack)
+    return [racks for racks in groups.values() if len(racks) > 1]
+
+
+class IdenticalRacksOrdered:
+    """S_{p*, r_1} >= S_{p*, r_2} >= ... over each class of interchangeable racks (p*: the pool with
+    the most stage groups).
+
+    Every objective and constraint is symmetric in such racks, so any placement can be permuted
+    to meet this order with the same values: it only removes copies the search would otherwise
+    have to rule out one by one.
+    """
+
+    name = "interchangeable racks in order"
+
+    def build(self, v: PlacementVariables) -> None:
+        if not v.data.demands:
+            return
+        leader = max(v.data.demands, key=lambda d: (d.num_stages, -d.pool_index))
+        for racks in rack_classes(v.data):
+            for first, second in zip(racks, racks[1:]):
+                v.model.add(v.in_rack(leader, first) >= v.in_rack(leader, second)).with_name(
+                    f"racks_in_order[{first},{second}]")
+
+
 def default_constraints(enforce_kv_capacity: bool = True) -> list:
-    return [EveryStagePlaced(), DomainCapacity(), KvUplink(enforce_kv_capacity)]
+    return [EveryStagePlaced(), DomainCapacity(), KvUplink(enforce_kv_capacity), IdenticalRacksOrdered()]

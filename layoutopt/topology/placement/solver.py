@@ -40,8 +40,9 @@ Solving, in near-linear time where the structure allows it
        relaxation -- all racks merged -- for the domain objectives). Every objective the greedy
        value meets is proven optimal with no search;
     3. CP-SAT on the full model only from the first objective the bound does not prove: the
-       proven ones held at their value, the greedy placement as hint (and as the answer if time
-       runs out), the bound as a cut. Skipped when the model has more than
+       proven ones held at their value, interchangeable racks in order (``constraints``), the
+       greedy placement as hint (and as the answer when time runs out and it is lexicographically
+       better), the bound as a cut. Skipped when the model has more than
        ``SEARCH_VARIABLES_PER_S`` placement variables per deterministic second of budget: the
        greedy placement is then reported ``feasible``, each objective with its bound.
 The status is ``optimal`` only when every objective is proven (``result.objectives`` says how).
@@ -250,6 +251,19 @@ def _search(data: PlacementData, budget: SolveBudget, objectives: list, proven: 
         status = "feasible"
         values = objective_values(data, outcome.counts)
         proofs = _unproven(objectives, values, lower, proofs)
+    if status == "feasible" and greedy is not None:
+        # CP-SAT stopped in a phase: its solution may be worse than the greedy one on the phases
+        # it did not reach. Report the lexicographically better one; a proof carries over only
+        # while the two agree on every objective up to it.
+        found = objective_values(data, outcome.counts)
+        keys = [o.key for o in objectives]
+        if [greedy_values[k] for k in keys] < [found[k] for k in keys]:
+            same, kept = True, []
+            for key, proof in zip(keys, proofs):
+                same = same and greedy_values[key] == found[key]
+                kept.append(proof.model_copy(update={"value": greedy_values[key],
+                                                     "proven_by": proof.proven_by if same else "none"}))
+            return _from_counts(data, "feasible", greedy, tuple(kept))
     return replace(outcome, status=status, proofs=tuple(proofs))
 
 
