@@ -7,22 +7,20 @@ llama-3.1-70b; 96-98 % more requests per dollar with PCP at 8-12k-token prompts 
 TTFT). They are kept here, switchable, so tests can show that switching any of them on never improves a
 plan within the performance model: ``build_candidate_table(..., pre_cuts=PreCuts(pipeline_needed=True))``.
 
-``DEFAULT_PRE_CUTS`` still applies ``pipeline_needed``, no longer for the physics. The performance
-model and the discrete-event simulator used to disagree on deep-PP prefill (qwen3-32b on 16xH100,
-chat: prefill pools of TP1 PP2 and PP8 at 6 % simulated SLO attainment): the plan's --max-num-seqs
-for a PP prefill instance held one step's prompts, while vLLM counts every request of the pp
-batches in flight against it (``max_num_seqs``, v1/core/sched/scheduler.py:131 and :1072; pp
-batches in flight, config/vllm.py:588 and v1/engine/core.py:708), so the pipeline never filled.
-It now holds pp steps' prompts, the simulator's router weighs a pipeline's pp-fold throughput, and
-that plan meets its SLO in simulation (``benchmarks/sim_prefill_layouts.py`` compares PP 2, 4 and
-8 prefill; ``tests/test_simulator_optimizer.py`` simulates that plan). What still holds the cut on
-is solve time, measured on 2 CPUs (cut on -> off): qwen3-32b on 683xH100+683xH200+682xB200 goes
-from optimal in 4.6 s (12,330 req/$) to a 10 s timeout at a 29 % gap (9,158 req/$), the first
-Dinkelbach step (max rate) unproven; with looser improving steps the ratio is proven, but the
-second phase (most goodput, then least cost) stays unproven after 40 s of deterministic time
-(pooled capacities of 21 candidates, not 12). deepseek-v3 on '$400/h' takes 104 s instead of 76 s
-(85 candidates instead of 73, both optimal); qwen3-32b on 32xH100 3.6 s instead of 1.9 s, 5,301
-instead of 5,259 req/$; llama-3.1-70b on 16xH100 1.7 s instead of 1.5 s, 2,300 instead of 2,189.
+``DEFAULT_PRE_CUTS`` applies none of them. ``pipeline_needed`` stayed on longest: the
+performance model and the discrete-event simulator used to disagree on deep-PP prefill (qwen3-32b
+on 16xH100, chat: prefill pools of TP1 PP2 and PP8 at 6 % simulated SLO attainment): the plan's
+--max-num-seqs for a PP prefill instance held one step's prompts, while vLLM counts every request
+of the pp batches in flight against it (``max_num_seqs``, v1/core/sched/scheduler.py:131 and
+:1072; pp batches in flight, config/vllm.py:588 and v1/engine/core.py:708), so the pipeline never
+filled. It now holds pp steps' prompts, the simulator's router weighs a pipeline's pp-fold
+throughput, and that plan meets its SLO in simulation (``benchmarks/sim_prefill_layouts.py``
+compares PP 2, 4 and 8 prefill; ``tests/test_simulator_optimizer.py`` simulates that plan). Then
+solve time held it: without the cut, qwen3-32b on 683xH100+683xH200+682xB200 timed out at a 29 %
+gap, until the solver's Dinkelbach stopped proving its seeding step and bounded its improving
+steps (``solver``): optimal (1.99 %) in 3.1 s of deterministic time. Measured on 2 CPUs before
+that (cut on -> off): deepseek-v3 on '$400/h' 73 -> 85 candidates, both optimal; qwen3-32b on
+32xH100 5,259 -> 5,301 req/$; llama-3.1-70b on 16xH100 2,189 -> 2,300 req/$.
 """
 
 from __future__ import annotations
@@ -71,5 +69,5 @@ def pcp_long_prompts_only(ctx: FilterContext, p: Proposal) -> str | None:
     return None
 
 
-# The cuts ``build_candidate_table`` applies when none are given (see the module docstring).
-DEFAULT_PRE_CUTS = PreCuts(pipeline_needed=True)
+# The cuts ``build_candidate_table`` applies when none are given: none (see the module docstring).
+DEFAULT_PRE_CUTS = PreCuts()
