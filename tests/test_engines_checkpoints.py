@@ -175,3 +175,12 @@ def test_estimate_still_evaluates_and_names_the_rule_and_its_source():
     own = api.estimate(with_user_checkpoints(LLAMA, ["fp4=me/L70-FP4"]), B200, engine="vllm==0.33.0", isl=1000,
                        osl=200, layout=Layout(tp_size=2, weight_precision="fp4"))
     assert not [v for v in own.rule_violations if v.rule == "checkpoint_unavailable"]
+
+
+def test_catalog_show_lists_the_known_checkpoints():
+    from layoutopt.model_catalog.summary import model_summary
+
+    rows = model_summary(get_model("qwen3-8b"))["checkpoints"]
+    assert [(r["precision"], r["hf_id"], r["origin"]) for r in rows] == [
+        ("bf16", "Qwen/Qwen3-8B", "release"), ("fp4", "nvidia/Qwen3-8B-FP4", "prequantized"),
+        ("fp8", "nvidia/Qwen3-8B-FP8", "prequantized")]

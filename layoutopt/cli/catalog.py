@@ -130,7 +130,9 @@ def _show_model(spec: ModelSpec, output_format: str) -> None:
         return
     rows: list[tuple[str, str]] = [
         ("HuggingFace id", spec.hf_id or "-"), ("family", spec.family), ("source", spec.source),
-        ("checkpoint precision", spec.checkpoint_precision), ("layers", _layers(spec)),
+        ("checkpoint precision", spec.checkpoint_precision),
+        ("checkpoints", ", ".join(f"{c['precision']} {c['hf_id'] or '(this config)'}" for c in summary["checkpoints"])),
+        ("layers", _layers(spec)),
         ("hidden size", _num(spec.hidden_size)), ("vocabulary", _num(spec.vocab_size)),
         ("max context", f"{_num(spec.max_context_tokens)} tokens"),
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from layoutopt.hardware_catalog.schemas import PRECISIONS, Precision
+from layoutopt.model_catalog.checkpoints import available_checkpoints
 from layoutopt.model_catalog.spec import BYTES_PER_VALUE, ModelSpec
 
 
@@ -55,6 +56,9 @@ def model_summary(spec: ModelSpec) -> dict[str, Any]:
         "family": spec.family,
         "source": spec.source,
         "checkpoint_precision": spec.checkpoint_precision,
+        # Known checkpoints per weight precision (the search's checkpoint_unavailable rule reads the same list).
+        "checkpoints": [{"precision": c.precision, "hf_id": c.hf_id, "origin": c.origin}
+                        for c in available_checkpoints(spec)],
         "num_layers": spec.num_layers,
         "layer_kinds": layer_kinds(spec),
         "sliding_window_tokens": spec.sliding_window_tokens,
