@@ -1,7 +1,7 @@
 """Fit per-engine calibration constants on measured latencies and write them back.
 
 For each engine: fit DEFAULT_PARAMETERS (GEMM/HBM/attention efficiency, step and per-layer
-overhead, all-reduce latency, closed-loop cohort constants) with
+overhead, all-reduce latency, per-request overhead, the closed-loop rounds) with
 :func:`layoutopt.perf_model.fit.fit_profile` (``scipy.optimize.least_squares``, soft-L1 loss on
 the log ratios of TTFT and TPOT) on all rows but one held-out model and report the held-out error;
 then fit on every row of the engine and write the result, with provenance and standard errors,

@@ -215,10 +215,53 @@ def test_closed_loop_cohorts_add_prefill_of_prompts_ahead():
     costs = _costs()
     alone = colocated_closed_loop(costs, 8)
     profile = get_engine_profile("vllm").model_copy(update=dict(
-        closed_loop_cohort_fraction=1.0, closed_loop_cohort_exponent=1.0, request_overhead_ms=0.0))
+        closed_loop_cohort_fraction=1.0, closed_loop_cohort_exponent=1.0, request_overhead_ms=0.0,
+        closed_loop_rounds=10.0))
     cohort = colocated_closed_loop(costs, 8, profile)
     # 7 prompts of 1000 tokens at 0.1 ms/token ahead: about 0.7 s more TTFT (cycle lengthens too).
     assert cohort.ttft_ms.mean - alone.ttft_ms.mean == pytest.approx(700, rel=0.1)
+
+
+def _rounds_profile(rounds: float):
+    return get_engine_profile("vllm").model_copy(update=dict(
+        closed_loop_cohort_fraction=0.0, request_overhead_ms=0.0, closed_loop_rounds=rounds))
+
+
+def test_closed_loop_first_burst_is_averaged_over_the_benchmark_rounds():
+    """All N clients start at once: the first round's prompts queue for prefill one chunk after another
+    (mean TTFT prefill + (N - 1) / 2 x 0.1 s at 1000 tokens x 0.1 ms), and a run of R rounds adds
+    (first round - steady) / R to the mean TTFT."""
+    costs = _costs()
+    steady = colocated_closed_loop(costs, 16, _rounds_profile(1e9)).ttft_ms.mean
+    one = colocated_closed_loop(costs, 16, _rounds_profile(1.0)).ttft_ms.mean
+    four = colocated_closed_loop(costs, 16, _rounds_profile(4.0)).ttft_ms.mean
+    assert one == pytest.approx(100 + 0.5 * 15 * 100, rel=0.02)
+    assert four - steady == pytest.approx((one - steady) / 4, rel=1e-6)
+    # Disaggregated: one prefill server takes the burst one prompt after another (0.1 s each).
+    prefill, decode = _costs(kv_s=0.01), _costs(max_batch=512)
+    d_steady, _ = disaggregated_closed_loop(prefill, 1, decode, 1, 8, _rounds_profile(1e9))
+    d_one, _ = disaggregated_closed_loop(prefill, 1, decode, 1, 8, _rounds_profile(1.0))
+    assert d_one.ttft_ms.mean == pytest.approx(110 + 0.5 * 7 * 100 + 1.5 * 20.2, rel=0.05)
+    assert d_one.ttft_ms.mean > d_steady.ttft_ms.mean + 250
+
+
+def test_prefill_first_engine_runs_a_closed_loop_as_one_wave():
+    """16 clients, 1000-token prompts at 0.1 ms/token, 200 outputs, decode 20 ms + 0.1 ms/sequence:
+    the wave prefills for 1.6 s, then decodes 199 steps of 21.6 ms together."""
+    costs = _costs()
+    profile = _rounds_profile(10.0).model_copy(update=dict(prefill_first=True))
+    point = colocated_closed_loop(costs, 16, profile)
+    assert point.ttft_ms.mean == pytest.approx(100 + 7.5 * 100)
+    assert point.ttft_ms.p90 == pytest.approx(100 + 0.9 * 15 * 100)
+    # TPOT = step + the rest of the wave's prefill a prompt waits through, over its 199 gaps.
+    assert point.tpot_ms.mean == pytest.approx(21.6 + 7.5 * 100 / 199)
+    assert point.throughput_rps == pytest.approx(16 / (1.6 + 199 * 0.0216))
+    assert point.decode_batch == 16
+    # Beyond the KV capacity the rest wait for a later wave; the mixed-chunk model queues far less.
+    full = colocated_closed_loop(_costs(max_batch=8), 16, profile)
+    assert full.bottleneck == "kv_capacity"
+    assert full.ttft_ms.mean > point.ttft_ms.mean
+    assert colocated_closed_loop(costs, 16, _rounds_profile(10.0)).ttft_ms.mean < 0.5 * point.ttft_ms.mean
 
 
 def test_disaggregated_closed_loop_queues_at_the_prefill_bottleneck():
@@ -226,8 +269,10 @@ def test_disaggregated_closed_loop_queues_at_the_prefill_bottleneck():
     light, _ = disaggregated_closed_loop(prefill, 1, decode, 1, 2)
     heavy, _ = disaggregated_closed_loop(prefill, 1, decode, 1, 400)
     # prefill + KV + half a decode step to the next step boundary (the decode instance is busy)
-    # + the first step
-    assert light.ttft_ms.mean == pytest.approx(100 + 10 + 1.5 * 20.2, rel=0.05)
+    # + the first step, plus a tenth (10 rounds without a profile) of the first burst's wait for the
+    # other prompt (0.1 s / 2)
+    steady_ms = 100 + 10 + 1.5 * 20.2
+    assert light.ttft_ms.mean == pytest.approx(steady_ms + 0.5 * 100 / 10, rel=0.03)
     assert heavy.throughput_rps <= 10.0 * 1.01                             # 0.1 s per prompt
     assert heavy.ttft_ms.mean > 10 * light.ttft_ms.mean
 

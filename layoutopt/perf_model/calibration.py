@@ -5,8 +5,9 @@ Two kinds live here:
 - ``EngineProfile``: what differs between serving engines (vLLM, SGLang, TensorRT-LLM), loaded
   from ``data/engine_profiles.yaml`` and meant to be refit against
   ``reference/measurements/h100_sxm.csv`` (globally per engine, never per model): the per-step
-  physics (efficiencies, overheads) and the load layer's scheduling constants (closed-loop
-  cohorts, per-request overhead) alike, each profile with one provenance line.
+  physics (efficiencies, overheads) and the load layer's constants (the rounds a closed-loop
+  benchmark averages its first burst over, per-request overhead) alike, each profile with one
+  provenance line.
 - Module constants: facts of links, collectives and runtimes that do not depend on the engine.
 
 Source keys in brackets resolve in ``reference/hardware_and_models.md``; ``[estimate]`` marks an
@@ -63,8 +64,17 @@ class EngineProfile(BaseModel):
     gpu_memory_fraction: float = Field(default=0.9, gt=0, le=1, description="share of HBM the engine budgets "
                                        "(vLLM --gpu-memory-utilization); unused by 'static_fraction'")
     nccl_buffer_gib: float = Field(ge=0, description="communicator buffers per GPU of a multi-GPU instance")
-    closed_loop_cohort_fraction: float = Field(ge=0, description="f in prompts ahead = f (N - 1)^alpha")
-    closed_loop_cohort_exponent: float = Field(ge=0, le=1, description="alpha: 0 constant cohort, 1 whole rounds")
+    closed_loop_cohort_fraction: float = Field(default=0.0, ge=0, description="f in prompts ahead = f (N - 1)^alpha "
+                                               "(a lockstep cohort; 0 in the built-in profiles, which model the "
+                                               "first burst instead: closed_loop_rounds)")
+    closed_loop_cohort_exponent: float = Field(default=1.0, ge=0, le=1, description="alpha: 0 constant cohort, "
+                                               "1 whole rounds")
+    prefill_first: bool = Field(default=False, description="the scheduler runs a prefill batch alone whenever "
+                                "prompts wait (no prefill chunks inside decode steps): a colocated closed loop "
+                                "then moves as one wave (closed_loop.py)")
+    closed_loop_rounds: float = Field(default=10.0, ge=1, description="rounds of a closed-loop benchmark the "
+                                      "first burst (all clients start at once) is averaged over: mean TTFT = "
+                                      "steady + (first-round TTFT - steady) / rounds (closed_loop.py)")
     request_overhead_ms: float = Field(ge=0, description="per request, off the GPU: API server, tokenizer, "
                                                          "first-token detokenization and streaming")
     source: str = Field(description="provenance of the numbers")

@@ -13,8 +13,15 @@ arrivals (a closed client's arrivals are as regular as its fixed lengths; Kingma
 load grid and refined by one exact evaluation. Requests the engine cannot hold (KV capacity) or
 cannot drain (prefill saturated) wait outside: ``N / X - cycle``.
 
-The client starts with all N requests at once; that first round queues for prefill. Averaged
-over a run of ``BENCHMARK_ROUNDS`` x N requests it adds (first-round TTFT - steady TTFT) / rounds.
+The client starts with all N requests at once; that first round queues for prefill (a colocated
+instance takes the N prompts chunk after chunk, a prefill pool one prompt or one batch after
+another per server). Averaged over a run of R x N requests it adds (first-round TTFT - steady
+TTFT) / R. R is the profile's ``closed_loop_rounds``, fitted per engine: AIConfigurator's
+generated benchmark sends 20 x N requests after 2 x N warm-up ones (``--num-requests
+$((concurrency * BENCHMARK_MULTI_ROUND))``, default 20, aiconfigurator 0.12.0
+generator/config/backend_templates/benchmark/bench_run.sh.j2:37,97-98; sflow.py:432,501), and
+the lockstep a burst leaves (requests that queued together return together) keeps part of its
+queue for the next rounds, so the effective R is at most about 20 and can be far lower.
 """
 
 from __future__ import annotations
@@ -36,8 +43,7 @@ from layoutopt.perf_model.load import (
 
 # Arrival squared coefficient of variation of a closed-loop client with fixed lengths [estimate].
 CLOSED_LOOP_ARRIVAL_SCV = 0.0
-# Requests per concurrency slot in one benchmark run: AIConfigurator's TRT-LLM backend assumes
-# 10 ("requests 10x of concurrency", aiconfigurator sdk/backends/trtllm_backend.py).
+# Rounds without a profile (closed_loop_rounds' default).
 BENCHMARK_ROUNDS = 10.0
 # Arrival squared coefficient of variation at a disaggregated prefill pool in a closed loop. Its
 # arrivals are the decode pool's completions, which continuous batching scatters (every join and
@@ -103,13 +109,23 @@ def _shifted(stats_q: np.ndarray, mean_s: float, add_s: float, quantiles: tuple[
                         p90=(stats_q[cols[1]] + add_s) * 1e3, p99=(stats_q[cols[2]] + add_s) * 1e3)
 
 
+def _rounds(profile: EngineProfile | None) -> float:
+    return BENCHMARK_ROUNDS if profile is None else max(float(profile.closed_loop_rounds), 1.0)
+
+
 def _first_round_s(prompts: float, mean_occupancy_s: float, fixed_s: float) -> float:
     """Mean TTFT of prompts arriving together and served one occupancy after another."""
     return fixed_s + 0.5 * max(prompts - 1.0, 0.0) * mean_occupancy_s
 
 
 def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
-    """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`."""
+    """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`.
+
+    An engine that runs prefill first (``profile.prefill_first``) moves as one wave instead
+    (:func:`wave_closed_loop`).
+    """
+    if profile is not None and profile.prefill_first:
+        return wave_closed_loop(costs, concurrency)
     steps = max(costs.output_tokens_mean - 1.0, 0.0)
     held = min(concurrency, float(costs.max_batch_size))
     cohort_s = prompts_ahead(held, profile) * costs.mean_input_tokens * costs.chunk_s_per_token
@@ -127,7 +143,57 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
     row = _with_ttft_added(row, cohort_s)
     return _finish(costs, row, concurrency, held if found is not None else None, steps, "colocated",
                    _first_round_s(held, costs.mean_input_tokens * costs.chunk_s_per_token,
-                                  float((costs.prefill_s * costs.input_weights).sum())))
+                                  float((costs.prefill_s * costs.input_weights).sum()) + costs.request_overhead_s),
+                   _rounds(profile))
+
+
+def wave_closed_loop(costs: PhaseCosts, concurrency: float) -> LoadPoint:
+    """Closed loop on a colocated instance whose scheduler runs prefill first: one wave per round.
+
+    SGLang runs a waiting prompt's prefill batch alone, before any decode step ("Run prefill first
+    if possible", sglang/srt/managers/scheduler.py:3992-3994 in 0.5.23, :1787-1789 in 0.5.3;
+    prefill chunks ride in decode batches only with --enable-mixed-chunk, default False,
+    arg_groups/fields/schedule.py:208-211). N clients that start together are all prefilled, one
+    full batch after another, before any of them decodes; they then decode together, finish at
+    the same step and come back together: the first burst repeats every round. With H = min(N,
+    sequences the KV holds) per wave, p a prompt's share of a full prefill batch and tau the
+    decode step at H:
+
+        TTFT_i = overhead + prefill alone + i p        (i = 0 .. H - 1; mean i = (H - 1) / 2)
+        TPOT_i = tau + (H - 1 - i) p / (O - 1)         (the benchmark's (e2e - TTFT) / (O - 1):
+                                                        a prompt waits for the rest of its wave)
+        wave   = overhead + prefill alone + (H - 1) p + (O - 1) tau,   throughput H / wave
+
+    Clients beyond H wait outside for a later wave: (N - H) / throughput more TTFT.
+    """
+    steps = max(costs.output_tokens_mean - 1.0, 0.0)
+    held = max(min(concurrency, float(costs.max_batch_size)), 1.0)
+    share = costs.mean_input_tokens * costs.chunk_s_per_token
+    alone = float((costs.prefill_s * costs.input_weights).sum()) + costs.request_overhead_s
+    tau = float(costs.decode_at(held))
+    prefill_total = alone + (held - 1.0) * share
+    wave_s = prefill_total + steps * tau
+    rate = held / max(wave_s, 1e-12)
+    outside_s = max(concurrency - held, 0.0) / rate
+
+    def ttft_at(q: float) -> float:
+        return (outside_s + alone + q * (held - 1.0) * share) * 1e3
+
+    def tpot_at(q: float) -> float:
+        return (tau + q * (held - 1.0) * share / max(steps, 1.0)) * 1e3
+
+    ttft = LatencyStats(mean=ttft_at(0.5), p50=ttft_at(0.5), p90=ttft_at(0.9), p99=ttft_at(0.99))
+    tpot = LatencyStats(mean=tpot_at(0.5), p50=tpot_at(0.5), p90=tpot_at(0.9), p99=tpot_at(0.99))
+    prefill_share = (prefill_total - costs.request_overhead_s) / wave_s
+    if concurrency > costs.max_batch_size:
+        bottleneck = "kv_capacity"
+    elif prefill_share > 0.5:
+        bottleneck = "queueing"
+    else:
+        bottleneck = costs.decode_bottleneck
+    return LoadPoint(throughput_rps=concurrency / (wave_s + outside_s), ttft_ms=ttft, tpot_ms=tpot,
+                     decode_batch=held, prefill_utilization_fraction=min(prefill_share, 1.0), stable=True,
+                     bottleneck=bottleneck)
 
 
 def _with_ttft_added(rows: Rows, add_s: float) -> Rows:
@@ -143,13 +209,13 @@ def _outside_wait_s(concurrency: float, held: float | None, rate: float, cycle_s
 
 
 def _finish(costs: PhaseCosts, row: Rows, concurrency: float, held: float | None, steps: float, phase: str,
-            first_round_s: float) -> LoadPoint:
+            first_round_s: float, rounds: float) -> LoadPoint:
     rate = float(row.rate_rps[0])
     ttft_s = float(row.ttft_mean_s[0])
     cycle = ttft_s + steps * float(row.tpot_mean_s[0])
     outside_s = _outside_wait_s(concurrency, held, rate, cycle)
     steady_s = ttft_s + outside_s
-    added = outside_s + max(first_round_s - steady_s, 0.0) / BENCHMARK_ROUNDS
+    added = outside_s + max(first_round_s - steady_s, 0.0) / rounds
     point = row.point(0, costs, phase)
     ttft = _shifted(row.ttft_q_s[0], ttft_s, added, row.quantiles)
     bottleneck = point.bottleneck
@@ -163,7 +229,7 @@ def _finish(costs: PhaseCosts, row: Rows, concurrency: float, held: float | None
 
 
 def disaggregated_closed_loop(prefill: PhaseCosts, num_prefill: int, decode: PhaseCosts, num_decode: int,
-                              concurrency: float) -> tuple[LoadPoint, LoadPoint]:
+                              concurrency: float, profile: EngineProfile | None = None) -> tuple[LoadPoint, LoadPoint]:
     """Closed loop over a prefill pool and a decode pool (prefill batching is in its occupancy).
 
     With N in flight at throughput X, decode holds ``n = X (O - 1) TPOT(n)`` sequences, at most B
@@ -206,9 +272,12 @@ def disaggregated_closed_loop(prefill: PhaseCosts, num_prefill: int, decode: Pha
     p_row, d_row, cycle_one = evaluate(np.array([rate]))
     ttft_s = float(p_row.ttft_mean_s[0] + d_row.ttft_mean_s[0])
     outside_s = _outside_wait_s(concurrency, held if found is not None else None, rate, float(cycle_one[0]))
+    # The burst's prompts queue at the prefill pool; each then joins decode (the next step boundary
+    # and its first step), as in the steady state.
     first_round = _first_round_s(held / pool.prefill_servers, mean_occ,
-                                 float(((prefill.prefill_s + prefill.kv_transfer_s) * prefill.input_weights).sum()))
-    added = outside_s + max(first_round - ttft_s - outside_s, 0.0) / BENCHMARK_ROUNDS
+                                 float(((prefill.prefill_s + prefill.kv_transfer_s) * prefill.input_weights).sum())
+                                 + prefill.request_overhead_s + float(d_row.ttft_mean_s[0]))
+    added = outside_s + max(first_round - ttft_s - outside_s, 0.0) / _rounds(profile)
     first_q = p_row.ttft_q_s[0] + float(d_row.ttft_mean_s[0])
     ttft = _shifted(first_q, ttft_s, added, p_row.quantiles)
     decode_point = d_row.point(0, decode, "decode")

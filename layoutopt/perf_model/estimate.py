@@ -217,7 +217,7 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
             bottleneck = {"prefill": p.bottleneck, "decode": per_instance.bottleneck}
         else:
             system, per_instance = disaggregated_closed_loop(pcosts, prefill_instances, dcosts, decode_instances,
-                                                             concurrency)
+                                                             concurrency, cohort)
             bottleneck = {"prefill": "queueing" if system.bottleneck == "queueing" else pcosts.prefill_bottleneck,
                           "decode": per_instance.bottleneck}
         layouts = {"prefill": prefill_layout.short_name(), "decode": decode_layout.short_name()}

@@ -29,11 +29,13 @@ __all__ = ["FIT_PARAMETERS", "FitResult", "LeftOut", "MeasuredCase", "error_summ
            "load_cases", "log_residuals", "min_cases", "predict", "predict_all", "trial_profile"]
 
 # Constants of EngineProfile a fit may move, with physical bounds (efficiencies are fractions of
-# peak; the first three are the load layer's: closed-loop cohorts and per-request overhead).
+# peak; the first four are the load layer's: per-request overhead, the closed-loop first burst's
+# rounds and the optional lockstep cohort).
 FIT_PARAMETERS: dict[str, tuple[float, float]] = {
     "request_overhead_ms": (0.5, 300.0),
     "closed_loop_cohort_fraction": (0.01, 20.0),
     "closed_loop_cohort_exponent": (0.01, 1.0),
+    "closed_loop_rounds": (1.0, 40.0),
     "gemm_efficiency": (0.3, 0.95),
     "gemm_half_efficiency_tokens": (8.0, 2048.0),
     "memory_efficiency": (0.5, 0.98),
@@ -49,7 +51,7 @@ FIT_PARAMETERS: dict[str, tuple[float, float]] = {
 }
 # The parameters the built-in refit moves (benchmarks/fit_calibration.py).
 DEFAULT_PARAMETERS: tuple[str, ...] = (
-    "request_overhead_ms", "closed_loop_cohort_fraction", "closed_loop_cohort_exponent", "gemm_efficiency",
+    "request_overhead_ms", "closed_loop_rounds", "gemm_efficiency",
     "memory_efficiency", "attention_efficiency", "step_overhead_ms", "layer_overhead_us", "allreduce_latency_us")
 # Residual (log ratio) a case the model cannot replay contributes: a factor e^3 ~ 20 off.
 UNMODELLED_RESIDUAL = 3.0

@@ -2,6 +2,14 @@
 
 T = KV bytes of the prompt / achieved bandwidth of the path + latency (seeds/002 section 5:
 "T_transfer = KV_size / BW"; a 600 MB KV over 200 Gb/s InfiniBand is about 24 ms).
+
+No per-request connector handshake is added: vLLM's NIXL pull connector handshakes once per
+remote prefill engine and caches the agent (``_read_blocks_for_req`` starts the read at once
+when the engine is in ``_remote_agents``, else runs ``_background_nixl_handshake`` first;
+vllm/distributed/kv_transfer/kv_connector/v1/nixl/pull_worker.py:152-155 in vLLM 0.33.0), so
+the handshake falls in a benchmark's warm-up. What each request does pay after the transfer is
+decode admission: the finished read is picked up at the decode scheduler's next step and the
+request's first step follows (``load_rows.decode_rows``: half a step on average, then a step).
 """
 
 from __future__ import annotations
