@@ -43,12 +43,13 @@ Objectives (cost = sum_c cost_c n_c), each lexicographic in two solves (no big-M
                        F(q_k) = max d r - p cost (q_k = p / d, an exact fraction, so the
                        coefficients are integers); the maximizer's ratio is q_{k+1}; stop when
                        F(q_k) = 0, which proves q_k optimal. The first step stops at a 5 % gap
-                       (it only seeds q_1), improving steps at 0.1 % or a quarter of the time
+                       (it only seeds q_1), improving steps at 0.1 % or a tenth of the time
                        left; one that runs out of its share ends the iterations when q_{k+1} is
                        proven within tol / 2 of the bound q_ub (below), else the next goes on.
                        Then keep d' r >= p' cost with p'/d' = (1 - tol) q* (tol: the tolerance;
-                       (1 - tol) q_ub when q* was not proved), max r, then min cost (proved
-                       within tol): a bigger budget is used whenever it keeps the ratio.
+                       (1 - tol) q_ub when q* was not proved), max r, then min cost, each
+                       proved within tol (both are knapsacks over every candidate): a bigger
+                       budget is used whenever it keeps the ratio.
 Bounds, gaps and status (what ``optimal`` promises)
     ``gap`` is the real relative gap of the reported plan against the proven bound of the first
     objective: for the ratio, (q_ub - q_plan) / q_ub, which includes what the second phase gave up
@@ -109,7 +110,7 @@ DINKELBACH_FIRST_STEP_RELATIVE_GAP = 0.05
 # Share of the time left an improving step may use. A step that hits it ends the iterations when
 # its ratio is already proven within half the tolerance of the bound (the second phase keeps the
 # ratio within the whole tolerance of the bound); otherwise the next step goes on from it.
-DINKELBACH_STEP_TIME_SHARE = 0.25
+DINKELBACH_STEP_TIME_SHARE = 0.1
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -258,7 +259,7 @@ class LayoutSolver:
     # ------------------------------------------------------------------ max-goodput, min-cost
     def _two_phases(self, variables: LayoutVariables, first, keep: Callable[[_Solution], object], second,
                     better: Callable[[_Solution, _Solution], bool], second_gap: float = 0.0,
-                    ) -> tuple[_Solution | None, int, float, bool, bool]:
+                    first_gap: float = 0.0) -> tuple[_Solution | None, int, float, bool, bool]:
         """Optimize ``first``; then, holding its optimum with ``keep``, optimize ``second`` (proved
         within the relative ``second_gap``).
 
@@ -266,7 +267,7 @@ class LayoutSolver:
         second phase proved).
         """
         first.build(variables)
-        status, solver = self._run(variables)
+        status, solver = self._run(variables, first_gap)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None, status, 0.0, False, False
         primary = _Solution(variables, solver)
@@ -397,13 +398,14 @@ class LayoutSolver:
             proof = (f"{value:,.0f} requests/$ is {gap:.2%} from the bound {bound:,.0f}: not proven within the "
                      f"{self.tolerance_fraction:.2%} tolerance (time limit)")
         elif not budget_proved:
-            proof = (f"{within}; its goodput is not proven the most of the plans with at least "
+            proof = (f"{within}; its goodput is not proven within {self.tolerance_fraction:.1%} of the most of the "
+                     f"plans with at least "
                      f"{requests_per_usd(floor.numerator, floor.denominator):,.0f} requests/$ (time limit)")
         else:
             of = "the best ratio (proven)" if proved else "the bound"
-            proof = (f"{within}; goodput proven the most of any plan with at least "
-                     f"{requests_per_usd(floor.numerator, floor.denominator):,.0f} requests/$ ({tol:.1%} below {of}), "
-                     f"then cost within {self.tolerance_fraction:.1%} of the least")
+            proof = (f"{within}; goodput proven within {self.tolerance_fraction:.1%} of the most any plan with at "
+                     f"least {requests_per_usd(floor.numerator, floor.denominator):,.0f} requests/$ ({tol:.1%} below "
+                     f"{of}) reaches, then cost within {self.tolerance_fraction:.1%} of the least")
         return self._outcome(final, status, value, bound, gap, "requests/$", iterations).model_copy(
             update={"proof": proof})
 
@@ -415,9 +417,9 @@ class LayoutSolver:
         final, status, _, first_proved, second_proved = self._two_phases(
             variables, MaximizeGoodput(), lambda sol: RateAtLeast(sol.rate), MinimizeCost(),
             lambda a, b: a.cost < b.cost,
-            # The last tie-break (cost at the most goodput) is a knapsack of its own: proved within
-            # the tolerance, as the ratio is.
-            second_gap=self.tolerance_fraction)
+            # Most goodput at the ratio floor, then the least cost at it: knapsacks of their own,
+            # proved within the tolerance, as the ratio is.
+            first_gap=self.tolerance_fraction, second_gap=self.tolerance_fraction)
         proved = first_proved and second_proved
         if final is None or (final.rate, -final.cost) < (incumbent.rate, -incumbent.cost):
             return incumbent, False
