@@ -138,12 +138,17 @@ def capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, head
     for chunk, output in zip(chunks, outputs):
         for i, perf in zip(chunk, output):
             results[i] = perf
+    _remember([(keys[i], results[i]) for i in missing])
+    return results  # type: ignore[return-value]
+
+
+def _remember(entries: Sequence[tuple[tuple, InstancePerf]]) -> None:
+    """Cache evaluated capacities, dropping the oldest entries past ``CACHE_ENTRIES``."""
     with _cache_lock:
-        for i in missing:
-            _cache[keys[i]] = results[i]
+        for key, perf in entries:
+            _cache[key] = perf
         while len(_cache) > CACHE_ENTRIES:
             _cache.popitem(last=False)
-    return results  # type: ignore[return-value]
 
 
 def _cached(key: tuple) -> InstancePerf | None:
@@ -215,14 +220,10 @@ def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: st
     outputs = _map(_evaluate_group_task, shared, [_Sized(task, len(task[0])) for task in tasks], workers,
                    len(jobs) >= MIN_PARALLEL_PROPOSALS)
     results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
-    with _cache_lock:
-        for group, output in zip(groups, outputs):
-            for i, result in zip(group, output):
-                results[i] = result
-                if isinstance(result, InstancePerf):
-                    _cache[keys[i]] = result
-        while len(_cache) > CACHE_ENTRIES:
-            _cache.popitem(last=False)
+    for group, output in zip(groups, outputs):
+        for i, result in zip(group, output):
+            results[i] = result
+    _remember([(keys[i], r) for i, r in enumerate(results) if isinstance(r, InstancePerf)])
     return results  # type: ignore[return-value]
 
 

@@ -89,6 +89,24 @@ def _targets(slo: SLO, role: Role) -> tuple[dict[float, float], dict[float, floa
     return ttft, tpot
 
 
+def _quantiles(ttft: dict[float, float], tpot: dict[float, float]) -> tuple[float, ...]:
+    """The load rows' quantile columns: p50/p90/p99 and every target's."""
+    return tuple(sorted({0.5, 0.9, 0.99} | set(ttft) | set(tpot)))
+
+
+def _unloaded_miss(costs: PhaseCosts, role: Role, slo: SLO, unloaded: tuple[float, float]) -> tuple[str, str] | None:
+    """(reason, bottleneck) when one request alone already misses the strictest target of ``role``."""
+    q_ttft, target_ttft = slo.strictest_ttft
+    q_tpot, target_tpot = slo.strictest_tpot
+    if role != "decode" and unloaded[0] * 1e3 > target_ttft:
+        return (f"unloaded TTFT p{q_ttft * 100:g} {unloaded[0] * 1e3:.0f} ms > SLO {target_ttft:g} ms",
+                costs.prefill_bottleneck)
+    if role != "prefill" and unloaded[1] * 1e3 > target_tpot:
+        return (f"unloaded TPOT {unloaded[1] * 1e3:.1f} ms > SLO p{q_tpot * 100:g} {target_tpot:g} ms",
+                costs.decode_bottleneck)
+    return None
+
+
 def _violation(rows: Rows, ttft: dict[float, float], tpot: dict[float, float]) -> np.ndarray:
     """Largest ratio latency / target per row (<= 1 means every target is met); inf if unstable."""
     worst = np.zeros(len(rows.rate_rps))
@@ -183,18 +201,11 @@ def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role
     except LayoutError as error:
         return _infeasible(model, gpu, layout, role, engine, str(error))
     ttft_t, tpot_t = _targets(slo, role)
-    quantiles = tuple(sorted({0.5, 0.9, 0.99} | set(ttft_t) | set(tpot_t)))
-    q_ttft, target_ttft = slo.strictest_ttft
-    q_tpot, target_tpot = slo.strictest_tpot
-    unloaded = _unloaded(costs, role, q_ttft)
-    if role != "decode" and unloaded[0] * 1e3 > target_ttft:
-        return _infeasible(model, gpu, layout, role, engine,
-                           f"unloaded TTFT p{q_ttft * 100:g} {unloaded[0] * 1e3:.0f} ms > SLO {target_ttft:g} ms",
-                           costs.max_batch_size, unloaded, costs.prefill_bottleneck)
-    if role != "prefill" and unloaded[1] * 1e3 > target_tpot:
-        return _infeasible(model, gpu, layout, role, engine,
-                           f"unloaded TPOT {unloaded[1] * 1e3:.1f} ms > SLO p{q_tpot * 100:g} {target_tpot:g} ms",
-                           costs.max_batch_size, unloaded, costs.decode_bottleneck)
+    quantiles = _quantiles(ttft_t, tpot_t)
+    unloaded = _unloaded(costs, role, slo.strictest_ttft[0])
+    miss = _unloaded_miss(costs, role, slo, unloaded)
+    if miss is not None:
+        return _infeasible(model, gpu, layout, role, engine, miss[0], costs.max_batch_size, unloaded, miss[1])
     best = _best_row(costs, role, quantiles, ttft_t, tpot_t)
     if best is None:
         return _infeasible(model, gpu, layout, role, engine, "the SLO is missed even at the lowest load",
@@ -255,22 +266,20 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
     except LayoutError:
         return CapacityBound(capacity_rps=0.0, unloaded_ttft_ms=0.0, unloaded_tpot_ms=0.0)
     ttft_t, tpot_t = _targets(slo, role)
-    q_ttft, target_ttft = slo.strictest_ttft
-    _, target_tpot = slo.strictest_tpot
-    unloaded = _unloaded(costs, role, q_ttft)
+    unloaded = _unloaded(costs, role, slo.strictest_ttft[0])
 
     def bound(rate_rps: float) -> CapacityBound:
         return CapacityBound(capacity_rps=rate_rps * headroom, unloaded_ttft_ms=unloaded[0] * 1e3,
                              unloaded_tpot_ms=unloaded[1] * 1e3)
 
-    if (role != "decode" and unloaded[0] * 1e3 > target_ttft) or (role != "prefill" and unloaded[1] * 1e3 > target_tpot):
+    if _unloaded_miss(costs, role, slo, unloaded) is not None:
         return bound(0.0)
     if role == "prefill":
         return bound(prefill_rate_ceiling_rps(costs))
     if role == "decode":
         # TPOT targets at the median or above: tpot_q = max(tau + z sd, d(1)) with z >= 0 (load_rows.decode_rows).
         return bound(decode_rate_bound_rps(costs, min((t for q, t in tpot_t.items() if q >= 0.5), default=None)))
-    quantiles = tuple(sorted({0.5, 0.9, 0.99} | set(ttft_t) | set(tpot_t)))
+    quantiles = _quantiles(ttft_t, tpot_t)
     coarse = _coarse_rows(costs, role, quantiles, ttft_t, tpot_t)
     if coarse is None:
         return bound(0.0)
@@ -311,7 +320,7 @@ def pool_capacities_rps(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Ro
     """
     costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
     ttft_t, tpot_t = _targets(slo, role)
-    quantiles = tuple(sorted({0.5, 0.9, 0.99} | set(ttft_t) | set(tpot_t)))
+    quantiles = _quantiles(ttft_t, tpot_t)
     result = []
     for n in num_instances:
         pool = costs
