@@ -41,7 +41,12 @@ def test_bound_is_never_below_the_capacity(case, role, preset, ttft_ms, tpot_ms,
     link = inter_node_link(gpu) if role == "prefill" else None
     perf = instance_capacity(model, gpu, layout, role, workload, slo, headroom=headroom, kv_link=link)
     bound = capacity_upper_bound(model, gpu, layout, role, workload, slo, headroom=headroom, kv_link=link)
+    cheap = capacity_upper_bound(model, gpu, layout, role, workload, slo, headroom=headroom, kv_link=link,
+                                 tight=False)
     assert perf.capacity_rps <= bound.capacity_rps * (1 + 1e-12)
+    # The cheap tier (TPOT floors, every refinement interval below their first miss) is looser.
+    assert bound.capacity_rps <= cheap.capacity_rps * (1 + 1e-12)
+    assert cheap.unloaded_ttft_ms == bound.unloaded_ttft_ms
     assert bound.unloaded_ttft_ms == pytest.approx(perf.unloaded_ttft_ms)
     assert bound.unloaded_tpot_ms == pytest.approx(perf.unloaded_tpot_ms)
 
@@ -72,3 +77,25 @@ def test_pruned_table_equals_the_unpruned_one(model_name, gpus):
     assert pruned.incompatible_pairs == full.incompatible_pairs
     assert pruned.dropped_by("dominated") == full.dropped_by("dominated")
     assert sum(f.num_dropped for f in pruned.filters) == sum(f.num_dropped for f in full.filters)
+
+
+def test_tpot_floors_never_exceed_the_tpot_quantiles():
+    """The cheap bound's premise: ``colocated_rows(tpot_floor=True)`` has the same TTFT and
+    stability and TPOT quantiles at or below the mixture's, row by row."""
+    from layoutopt.perf_model.costs import phase_costs
+    from layoutopt.perf_model.load import colocated_rows
+    from layoutopt.perf_model.load_rows import batch_grid
+
+    for name, gpu_name, layout in CASES:
+        for preset in ("chat", "rag"):
+            try:
+                costs = phase_costs(get_model(name), get_gpu(gpu_name), layout, "colocated", preset_workload(preset))
+            except Exception:  # a layout that does not fit this workload
+                continue
+            grid = batch_grid(costs, 32)
+            quantiles = (0.25, 0.5, 0.9, 0.99)
+            rows = colocated_rows(costs, grid, 1.0, quantiles)
+            floors = colocated_rows(costs, grid, 1.0, quantiles, tpot_floor=True)
+            assert (floors.tpot_q_s <= rows.tpot_q_s * (1 + 1e-9)).all()
+            assert (floors.ttft_q_s == rows.ttft_q_s).all() and (floors.stable == rows.stable).all()
+            assert (floors.tpot_q_s < rows.tpot_q_s * 0.999).any()  # a floor, not the same numbers

@@ -64,6 +64,22 @@ class QuantizationMethod(_Frozen):
     source: SourceRef
 
 
+_FLAG_INDEXES: dict[int, tuple[tuple[EngineFlag, ...], dict[str, EngineFlag]]] = {}
+
+
+def _flag_index(flags: tuple[EngineFlag, ...]) -> dict[str, EngineFlag]:
+    """Spelling -> flag (the first flag listing it), built once per flags tuple: the search checks
+    tens of thousands of layouts against the same engine data."""
+    entry = _FLAG_INDEXES.get(id(flags))
+    if entry is None or entry[0] is not flags:
+        index: dict[str, EngineFlag] = {}
+        for flag in flags:
+            for spelling in flag.spellings:
+                index.setdefault(spelling, flag)
+        entry = _FLAG_INDEXES[id(flags)] = (flags, index)
+    return entry[1]
+
+
 class ProgramFlags(_Frozen):
     """A program emit writes a command for (a router, a benchmark): how it starts and the flags it accepts."""
 
@@ -71,7 +87,7 @@ class ProgramFlags(_Frozen):
     flags: tuple[EngineFlag, ...]
 
     def flag(self, name: str) -> EngineFlag | None:
-        return next((f for f in self.flags if name in f.spellings), None)
+        return _flag_index(self.flags).get(name)
 
     @property
     def flag_names(self) -> frozenset[str]:
@@ -108,10 +124,7 @@ class EngineData(_Frozen):
 
     def flag(self, name: str) -> EngineFlag | None:
         """The flag spelled ``name`` (long name or alias), or None when this version lacks it."""
-        for flag in self.flags:
-            if name in flag.spellings:
-                return flag
-        return None
+        return _flag_index(self.flags).get(name)
 
     def has_flag(self, name: str) -> bool:
         return self.flag(name) is not None

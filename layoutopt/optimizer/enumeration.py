@@ -9,6 +9,7 @@ meet the SLO; dominated candidates go last. Every drop is counted under its filt
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
@@ -24,10 +25,10 @@ from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, domin
 from layoutopt.plan import Percentiles
 from layoutopt.optimizer.pooling import with_pool_capacities
 from layoutopt.optimizer.pre_cuts import DEFAULT_PRE_CUTS, PreCuts
-from layoutopt.optimizer.space import Proposal, enumerate_proposals
+from layoutopt.optimizer.space import Proposal, enumerate_proposals, proposal_count
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY, EngineProfile
 from layoutopt.perf_model.capacity import InstancePerf
-from layoutopt.optimizer.evaluation import Dominated, capacities, pruned_capacities
+from layoutopt.optimizer.evaluation import Dominated, capacities, parallel_map, pruned_capacities
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
 from layoutopt.plan import Role
 from layoutopt.perf_model.links import Link, inter_node_link
@@ -36,6 +37,8 @@ from layoutopt.workloads.workload import Workload
 
 # Lengths a sequence must fit at in memory: the long requests of the workload, not the mean.
 FIT_QUANTILE = 0.99
+# Proposals (all GPU types) from which screening them in worker processes pays for starting them.
+MIN_PARALLEL_SCREEN_PROPOSALS = 8000
 
 
 class _Tally:
@@ -81,6 +84,25 @@ class _Tally:
             self._ranks[name] = rank
             self.examples[name] = reason
 
+    def merge(self, later: "_Tally") -> None:
+        """Add the tally of proposals that come after this one's (the same as one tally over both)."""
+        for name, count in later.counts.items():
+            self.counts[name] = self.counts.get(name, 0) + count
+            if name in later._ranks:
+                if name not in self._ranks or later._ranks[name] < self._ranks[name]:
+                    self._ranks[name] = later._ranks[name]
+                    self.examples[name] = later.examples[name]
+            else:
+                self.examples.setdefault(name, later.examples[name])
+        for attr in ("fastest_ttft", "fastest_tpot"):
+            mine, theirs = getattr(self, attr), getattr(later, attr)
+            if theirs is not None and (mine is None or theirs.latency_ms < mine.latency_ms):
+                setattr(self, attr, theirs)
+        best, other = self.smallest_over_budget, later.smallest_over_budget
+        if other is not None and (best is None or (other.gpus_per_instance, other.cost_usd_per_hour)
+                                  < (best.gpus_per_instance, best.cost_usd_per_hour)):
+            self.smallest_over_budget = other
+
     def records(self) -> tuple[FilterRecord, ...]:
         return tuple(FilterRecord(name=n, num_dropped=c, example=self.examples[n]) for n, c in self.counts.items())
 
@@ -125,6 +147,41 @@ def structural_survivors(ctx: FilterContext, proposals: Sequence[Proposal], tall
         else:
             kept.append(proposal)
     return kept
+
+
+@dataclass(frozen=True)
+class _Screen:
+    """What the structural and engine-rule screens of every GPU type share."""
+
+    ctx: FilterContext
+    engine: EngineRef | None
+    roles: tuple[Role, ...]
+    precision: str
+    cuts: PreCuts
+
+
+def _screen_gpu(screen: _Screen, gpu: GpuSpec) -> tuple[list[Proposal], _Tally, int]:
+    """(proposals of ``gpu`` that pass the structural filters and the engine rules, their drops,
+    how many were proposed)."""
+    tally = _Tally()
+    proposals = list(enumerate_proposals(screen.ctx.model, [gpu], list(screen.roles), screen.precision))
+    survivors = structural_survivors(screen.ctx, proposals, tally, screen.cuts)
+    return drop_rule_breakers(screen.engine, screen.ctx.model, survivors, tally.drop), tally, len(proposals)
+
+
+def screened_proposals(screen: _Screen, gpus: Sequence[GpuSpec], tally: _Tally) -> tuple[list[Proposal], int]:
+    """(every surviving proposal in enumeration order, number proposed): one screen per GPU type,
+    in worker processes when the space is large; the drops are merged into ``tally`` in GPU order,
+    the same as one pass over the whole space."""
+    sizes = [proposal_count(screen.ctx.model, gpu, list(screen.roles), screen.precision) for gpu in gpus]
+    outputs = parallel_map(_screen_gpu, screen, list(gpus), sizes, sum(sizes) >= MIN_PARALLEL_SCREEN_PROPOSALS)
+    survivors: list[Proposal] = []
+    proposed = 0
+    for kept, part, count in outputs:
+        survivors += kept
+        tally.merge(part)
+        proposed += count
+    return survivors, proposed
 
 
 def _percentiles(value) -> Percentiles | None:
@@ -245,9 +302,9 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     constants = profile or (ref.name if isinstance(engine, str) else engine)
     ctx = filter_context(model, workload, slo, constants, max_stage_gpus, gpu_limits, max_usd_per_hour)
     tally = _Tally()
-    proposals = list(enumerate_proposals(model, list(gpus), roles_for_mode(mode), precision))
     cuts = DEFAULT_PRE_CUTS if pre_cuts is None else pre_cuts
-    survivors = drop_rule_breakers(ref, model, structural_survivors(ctx, proposals, tally, cuts), tally.drop)
+    screen = _Screen(ctx, ref, tuple(roles_for_mode(mode)), precision, cuts)
+    survivors, num_proposed = screened_proposals(screen, list(gpus), tally)
     candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links, ref, prune_dominated)
     if prune_dominated:
         candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
@@ -258,7 +315,7 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     table = CandidateTable(
         candidates=tuple(candidates), gpu_limits=dict(gpu_limits), max_usd_per_hour=max_usd_per_hour,
         min_rate_rps=min_rate_rps, mode=mode, mean_input_tokens=workload.mean_input_tokens,
-        mean_output_tokens=workload.mean_output_tokens, num_considered=len(proposals), filters=tally.records(),
+        mean_output_tokens=workload.mean_output_tokens, num_considered=num_proposed, filters=tally.records(),
         fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot, smallest_over_budget=tally.smallest_over_budget,
         domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
         incompatible_pairs=pairs,

@@ -109,11 +109,20 @@ def _context():
 def _map(function: Callable, shared: _Shared, tasks: Sequence, workers: int | None, parallel: bool) -> list:
     """``[function(shared, task) for task in tasks]``, in worker processes when ``parallel`` and
     more than one CPU may be used; the largest tasks (by ``len``) are submitted first."""
+    return parallel_map(function, shared, tasks, [len(task) for task in tasks], parallel, workers)
+
+
+def parallel_map(function: Callable, shared, tasks: Sequence, sizes: Sequence[int], parallel: bool,
+                 workers: int | None = None) -> list:
+    """``[function(shared, task) for task in tasks]``, in worker processes when ``parallel`` and
+    more than one CPU may be used (``workers`` None: every available one); the largest tasks
+    (by ``sizes``) are submitted first, so the workers finish at about the same time. The
+    results are the same either way."""
     workers = available_workers() if workers is None else max(1, workers)
     # A daemonic process (a worker of the service or a multiprocessing.Pool) may not start children.
     if not parallel or workers < 2 or len(tasks) < 2 or multiprocessing.current_process().daemon:
         return [function(shared, task) for task in tasks]
-    order = sorted(range(len(tasks)), key=lambda t: -len(tasks[t]))
+    order = sorted(range(len(tasks)), key=lambda t: -sizes[t])
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=_context()) as pool:
         futures = {t: pool.submit(function, shared, tasks[t]) for t in order}
         return [futures[t].result() for t in range(len(tasks))]
@@ -156,28 +165,42 @@ def _cached(key: tuple) -> InstancePerf | None:
         return _cache.get(key)
 
 
-def _bound(shared: _Shared, job: Job) -> CapacityBound:
+def _bound(shared: _Shared, job: Job, tight: bool = True) -> CapacityBound:
     gpu, layout, role, link = job
     return capacity_upper_bound(shared.model, gpu, layout, role, shared.workload, shared.slo, engine=shared.engine,
-                                headroom=shared.headroom, kv_link=link)
+                                headroom=shared.headroom, kv_link=link, tight=tight)
 
 
 def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple], shapes: Sequence,
                     dominates: Dominates, eligible: Eligible) -> list["InstancePerf | Dominated"]:
     """One group, smallest instances first and, among equals, the highest bound first: a proposal
-    is evaluated unless an evaluated one dominates it at its upper bound."""
-    bounds = [_bound(shared, job) for job in jobs]
+    is evaluated unless an evaluated one dominates it at its upper bound.
+
+    Bounds come in two tiers: the cheap one (``capacity_upper_bound(tight=False)``) for every
+    proposal, the tight one only where the cheap one proves nothing (colocated; the two are the
+    same for the other roles)."""
+    bounds = [_bound(shared, job, tight=False) for job in jobs]
     order = sorted(range(len(jobs)), key=lambda i: (shapes[i].gpus_per_instance, -bounds[i].capacity_rps,
                                                     shapes[i].name))
     results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
     winners: list = []
+
+    def dominated(i: int, bound: CapacityBound) -> Dominated | None:
+        if bound.capacity_rps <= 0:
+            return None
+        probe = shapes[i].model_copy(update={"capacity_rps": bound.capacity_rps})
+        winner = next((w for w in winners if dominates(w, probe)), None)
+        if winner is None:
+            return None
+        return Dominated(winner.name, shapes[i].gpus_per_instance // winner.gpus_per_instance, bound)
+
     for i in order:
-        if bounds[i].capacity_rps > 0:
-            probe = shapes[i].model_copy(update={"capacity_rps": bounds[i].capacity_rps})
-            winner = next((w for w in winners if dominates(w, probe)), None)
-            if winner is not None:
-                results[i] = Dominated(winner.name, shapes[i].gpus_per_instance // winner.gpus_per_instance, bounds[i])
-                continue
+        skip = dominated(i, bounds[i])
+        if skip is None and jobs[i][2] == "colocated" and bounds[i].capacity_rps > 0 and winners:
+            skip = dominated(i, _bound(shared, jobs[i]))
+        if skip is not None:
+            results[i] = skip
+            continue
         perf = _cached(keys[i]) or _evaluate_chunk(shared, [jobs[i]])[0]
         results[i] = perf
         if eligible(perf):

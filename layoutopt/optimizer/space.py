@@ -107,3 +107,9 @@ def enumerate_proposals(model: ModelSpec, gpus: list[GpuSpec], roles: list[Role]
                 for degrees in degree_combinations(model, gpu, role):
                     layout = Layout(**degrees, weight_precision=weight, kv_precision=kv)
                     yield Proposal(role=role, gpu=gpu, layout=layout)
+
+
+def proposal_count(model: ModelSpec, gpu: GpuSpec, roles: list[Role], precision: str) -> int:
+    """How many proposals ``enumerate_proposals`` makes for ``gpu``, without building them."""
+    pairs = len(precision_pairs(gpu, precision, model))
+    return sum(pairs * sum(1 for _ in degree_combinations(model, gpu, role)) for role in roles)

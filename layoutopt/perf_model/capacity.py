@@ -38,6 +38,7 @@ from layoutopt.perf_model.load import (
     Rows, colocated_rates_rps, colocated_rows, decode_rate_bound_rps, decode_rows, prefill_rate_ceiling_rps,
     prefill_rows, rows_for,
 )
+from layoutopt.perf_model.load_rows import batch_grid
 from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
@@ -245,7 +246,7 @@ class CapacityBound(BaseModel):
 
 def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
                          slo: SLO, engine: EngineLike = "vllm", headroom: float = 0.7,
-                         kv_link: Link | None = None) -> CapacityBound:
+                         kv_link: Link | None = None, tight: bool = True) -> CapacityBound:
     """A rate that :func:`instance_capacity`'s ``capacity_rps`` never exceeds, at a fraction of its cost.
 
     The optimizer evaluates a layout in full only when this bound could beat a smaller layout that
@@ -259,7 +260,9 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
       tau + z sd with z >= 0, never below the mean step); on each interval of a fine grid, the top
       batch over the step at its bottom (tau grows with n);
     - colocated: the coarse load grid as ``instance_capacity`` computes it, then the rates of the
-      refinement's own points (the capacity is one of them).
+      refinement's own points (the capacity is one of them). ``tight=False`` takes the grid with
+      TPOT floors instead (no quantile solves, about half the cost): the capacity lies below the
+      first row whose floors miss, and the bound is the largest rate of every refinement point below.
     """
     try:
         costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
@@ -280,12 +283,34 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
         # TPOT targets at the median or above: tpot_q = max(tau + z sd, d(1)) with z >= 0 (load_rows.decode_rows).
         return bound(decode_rate_bound_rps(costs, min((t for q, t in tpot_t.items() if q >= 0.5), default=None)))
     quantiles = _quantiles(ttft_t, tpot_t)
+    if not tight:
+        return bound(_colocated_rate_ceiling_rps(costs, quantiles, ttft_t, tpot_t))
     coarse = _coarse_rows(costs, role, quantiles, ttft_t, tpot_t)
     if coarse is None:
         return bound(0.0)
     rows, last = coarse
     fine = _fine_axis(rows, role, last)
     return bound(float(rows.rate_rps[last]) if fine is None else float(colocated_rates_rps(costs, fine).max()))
+
+
+def _colocated_rate_ceiling_rps(costs: PhaseCosts, quantiles, ttft, tpot) -> float:
+    """A colocated rate (before headroom) that ``_best_row`` never exceeds, without TPOT quantile solves.
+
+    The coarse grid with TPOT floors (``colocated_rows(tpot_floor=True)``: same TTFT and stability,
+    TPOT never above the real one) misses the targets at the real grid's first missing row or
+    later, so ``_best_row``'s refinement interval lies below the floors' first miss; its capacity is
+    one of that interval's points. The largest rate over the points of every interval below that
+    row bounds it (a hair of slack covers rounding between differently shaped arrays).
+    """
+    grid = batch_grid(costs, _COARSE_POINTS)
+    floors = colocated_rows(costs, grid, 1.0, quantiles, tpot_floor=True)
+    ok = _violation(floors, ttft, tpot) <= 1.0 + 1e-9
+    if not ok[0]:
+        return 0.0
+    top = len(grid) - 1 if ok.all() else int(np.argmin(ok))
+    start, stop = grid[:top, None], grid[1:top + 1, None]
+    points = (start + (stop - start) * np.linspace(0.0, 1.0, _FINE_POINTS)[None, :]).ravel()
+    return float(colocated_rates_rps(costs, points).max()) * (1.0 + 1e-9)
 
 
 def _at_rate(grid: Rows, role: Role, rate: float) -> np.ndarray:

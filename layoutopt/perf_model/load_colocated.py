@@ -27,8 +27,12 @@ QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 
 def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_scv: float = 1.0,
                    quantiles: tuple[float, ...] = QUANTILES, population: float | None = None,
-                   instances: int = 1) -> Rows:
+                   instances: int = 1, tpot_floor: bool = False) -> Rows:
     """Colocated instance with chunked prefill at each decode batch size ``n``.
+
+    ``tpot_floor`` replaces the TPOT quantiles by values they never exceed, at a fraction of the
+    cost (for capacity upper bounds): each the smallest over output lengths of that length's own
+    quantile, which bounds the mixture's from below, without solving for the mixture's.
 
     A prompt of length L adds W(L, n) seconds to the decode steps its chunks ride in
     (``prompt_extra_at``). Over a long run, steps advance the batch by one token each and prompts
@@ -82,7 +86,7 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
     own_step = (d + mean_extra + delay) * busy + extra.min(axis=1) * (1.0 - busy)
     tpot_q = np.maximum(_colocated_tpot_quantiles(costs, rate, tau, mean_extra, extra_sq * _tail_factor(costs),
-                                                  own_step, costs.decode_spread_at(n), quantiles),
+                                                  own_step, costs.decode_spread_at(n), quantiles, tpot_floor),
                         costs.decode_at(1.0))
     # Stable while the rate still grows with the batch, the budget holds the prompt tokens of a
     # step, and the batch fits.
@@ -103,7 +107,7 @@ def colocated_rates_rps(costs: PhaseCosts, batch: np.ndarray, population: float 
 
 def _colocated_tpot_quantiles(costs: PhaseCosts, rate: np.ndarray, tau: np.ndarray, mean_extra: np.ndarray,
                               extra_sq: np.ndarray, own_step: np.ndarray, decode_spread: np.ndarray,
-                              quantiles: tuple[float, ...]) -> np.ndarray:
+                              quantiles: tuple[float, ...], floor: bool = False) -> np.ndarray:
     """TPOT quantiles (rows, quantiles) of a colocated request: its m = O - 1 decode steps plus the
     prompts whose chunks ride in them.
 
@@ -113,7 +117,8 @@ def _colocated_tpot_quantiles(costs: PhaseCosts, rate: np.ndarray, tau: np.ndarr
     It also starts behind the prompts that arrived during the step that finished its own prompt
     (b, compound Poisson over that step), which weigh more on short outputs (b / m). Given m,
     TPOT = life / m is right-skewed (a compound-Poisson sum): lognormal matched on its mean and
-    variance (the batch's spread added); the quantiles are those of the mixture over output lengths.
+    variance (the batch's spread added); the quantiles are those of the mixture over output lengths
+    (``floor``: the smallest component quantile instead, a lower bound of the mixture's).
     """
     if costs.output_steps is None:
         steps = np.array([_decode_steps(costs)])
@@ -129,6 +134,9 @@ def _colocated_tpot_quantiles(costs: PhaseCosts, rate: np.ndarray, tau: np.ndarr
            + backlog_var * inv**2)
     sigma = np.sqrt(np.log1p(var / np.maximum(mean, 1e-12) ** 2))
     mu = np.log(np.maximum(mean, 1e-12)) - 0.5 * sigma**2
+    if floor:
+        # Below every component's q-quantile each component CDF is under q, so the mixture's is too.
+        return np.exp((mu[:, None, :] + _z(quantiles)[:, :, None] * np.maximum(sigma, 1e-9)[:, None, :]).min(axis=2))
     return _lognormal_mixture_quantiles(mu, np.maximum(sigma, 1e-9), weights, quantiles)
 
 
@@ -195,20 +203,25 @@ def _sharing_penalty(costs: PhaseCosts, n: np.ndarray, extra: np.ndarray, per_st
     tokens, w = costs.input_tokens, costs.input_weights
     if len(tokens) < 2 or not np.any(extra):
         return np.zeros(len(n))
-    pair, pair_w, coefficients = _pair_terms(tokens.tobytes(), w.tobytes())
+    pair, cumulative = _pair_terms(tokens.tobytes(), w.tobytes())
     # Only prompts that fit the step's token budget together share it; longer ones run as their
     # own chunks, in steps of their own (and their attention stays within each prompt).
-    fits = pair[None, :] <= np.maximum(costs.chunk_tokens - np.asarray(n, dtype=float), 0.0)[:, None]
-    gap = ((extra @ coefficients) * (pair_w * fits)).sum(axis=1)
+    fitting = np.searchsorted(pair, np.maximum(costs.chunk_tokens - np.asarray(n, dtype=float), 0.0), side="right")
+    gap = (extra * cumulative[fitting]).sum(axis=1)
     mu = np.maximum(np.asarray(per_step, dtype=float), 1e-12)
     shared = 1.0 - (-np.expm1(-mu)) / mu
     return gap * shared
 
 
 @lru_cache(maxsize=256)
-def _pair_terms(tokens_bytes: bytes, weights_bytes: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(L1 + L2, pair weight, (bins, pairs) coefficients of W(L1 + L2) - W(L1) - W(L2)) over all
-    pairs of length bins; W at a pair's total is linear in L between the bins and beyond the last."""
+def _pair_terms(tokens_bytes: bytes, weights_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(L1 + L2 of every pair of length bins, ascending; (pairs + 1, bins) running sums over those
+    pairs of pair weight x the coefficients of W(L1 + L2) - W(L1) - W(L2) in the bins' W).
+
+    W at a pair's total is linear in L between the bins and beyond the last. Row k of the sums
+    holds the k shortest pairs: the pairs that fit a budget B are the first
+    ``searchsorted(pairs, B, 'right')``, so the penalty at any budget is one row times W.
+    """
     tokens, w = np.frombuffer(tokens_bytes), np.frombuffer(weights_bytes)
     bins = len(tokens)
     pair = (tokens[:, None] + tokens[None, :]).ravel()
@@ -221,6 +234,7 @@ def _pair_terms(tokens_bytes: bytes, weights_bytes: bytes) -> tuple[np.ndarray, 
     np.add.at(coefficients, (i + 1, columns), frac)
     np.add.at(coefficients, (np.repeat(np.arange(bins), bins), columns), -1.0)
     np.add.at(coefficients, (np.tile(np.arange(bins), bins), columns), -1.0)
-    return pair, pair_w, coefficients
-
-
+    order = np.argsort(pair, kind="stable")
+    weighted = (coefficients * pair_w[None, :])[:, order].T
+    cumulative = np.vstack([np.zeros((1, bins)), np.cumsum(weighted, axis=0)])
+    return pair[order], cumulative

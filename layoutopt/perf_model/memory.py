@@ -245,11 +245,10 @@ def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: f
 
 def check_layout(model: ModelSpec, gpu: GpuSpec, layout: Layout, allow_cross_domain: bool = False) -> None:
     """Raise LayoutError naming the rule and the numbers when ``layout`` cannot run ``model`` on ``gpu``."""
-    name = layout.short_name()
     tp = layout.tp_size
 
     def fail(field: str, allowed: str) -> None:
-        raise LayoutError(f"layout.{field}", name, allowed)
+        raise LayoutError(f"layout.{field}", layout.short_name(), allowed)
 
     if model.num_attention_heads % tp:
         fail("tp_size", f"attention heads {model.num_attention_heads} must be divisible by tp_size {tp}")
