@@ -35,7 +35,7 @@ def test_screen_by_gpu_type_equals_one_pass(monkeypatch, workers):
     model = get_model("qwen3-30b-a3b")
     gpus = [get_gpu(g) for g in GPUS]
     ctx = filter_context(model, preset_workload("chat"), SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 30}), "vllm",
-                         gpu_limits={"H100": 4, "B200": 8, "MI300X": 2}, max_usd_per_hour=60.0)
+                         gpu_limits={"H100": 64, "B200": 8, "MI300X": 2}, max_usd_per_hour=None)
     ctx = ctx.model_copy(update={"fit_context_tokens": 200_000.0})  # long sequences: some layouts miss memory
     roles = roles_for_mode("auto")
     kept, tally, proposed = _one_pass(ctx, gpus, roles)
@@ -50,3 +50,6 @@ def test_screen_by_gpu_type_equals_one_pass(monkeypatch, workers):
     assert merged.records() == tally.records()
     assert merged.smallest_over_budget == tally.smallest_over_budget
     assert {r.name for r in tally.records()} >= {"budget", "memory fit"}  # the merge had ranks to compare
+    # The first GPU type has no budget drops but rule drops: the merge must still list budget first.
+    first = _one_pass(ctx, gpus[:1], roles)[1]
+    assert "budget" not in first.counts and any(n.startswith("engine_rule:") for n in first.counts)

@@ -160,28 +160,26 @@ class _Screen:
     cuts: PreCuts
 
 
-def _screen_gpu(screen: _Screen, gpu: GpuSpec) -> tuple[list[Proposal], _Tally, int]:
-    """(proposals of ``gpu`` that pass the structural filters and the engine rules, their drops,
-    how many were proposed)."""
-    tally = _Tally()
+def _screen_gpu(screen: _Screen, gpu: GpuSpec) -> tuple[list[Proposal], _Tally, _Tally, int]:
+    """(proposals of ``gpu`` that pass the structural filters and the engine rules, the drops of
+    each stage, how many were proposed)."""
+    structural, rules = _Tally(), _Tally()
     proposals = list(enumerate_proposals(screen.ctx.model, [gpu], list(screen.roles), screen.precision))
-    survivors = structural_survivors(screen.ctx, proposals, tally, screen.cuts)
-    return drop_rule_breakers(screen.engine, screen.ctx.model, survivors, tally.drop), tally, len(proposals)
+    survivors = structural_survivors(screen.ctx, proposals, structural, screen.cuts)
+    return drop_rule_breakers(screen.engine, screen.ctx.model, survivors, rules.drop), structural, rules, len(proposals)
 
 
 def screened_proposals(screen: _Screen, gpus: Sequence[GpuSpec], tally: _Tally) -> tuple[list[Proposal], int]:
     """(every surviving proposal in enumeration order, number proposed): one screen per GPU type,
-    in worker processes when the space is large; the drops are merged into ``tally`` in GPU order,
-    the same as one pass over the whole space."""
+    in worker processes when the space is large. The drops are merged into ``tally`` as one pass
+    over the whole space records them: every structural drop in GPU order, then the rules'."""
     sizes = [proposal_count(screen.ctx.model, gpu, list(screen.roles), screen.precision) for gpu in gpus]
     outputs = parallel_map(_screen_gpu, screen, list(gpus), sizes, sum(sizes) >= MIN_PARALLEL_SCREEN_PROPOSALS)
-    survivors: list[Proposal] = []
-    proposed = 0
-    for kept, part, count in outputs:
-        survivors += kept
-        tally.merge(part)
-        proposed += count
-    return survivors, proposed
+    for _, structural, _, _ in outputs:
+        tally.merge(structural)
+    for _, _, rules, _ in outputs:
+        tally.merge(rules)
+    return [p for kept, *_ in outputs for p in kept], sum(count for *_, count in outputs)
 
 
 def _percentiles(value) -> Percentiles | None:

@@ -102,10 +102,16 @@ def enumerate_proposals(model: ModelSpec, gpus: list[GpuSpec], roles: list[Role]
                         precision: str) -> Iterator[Proposal]:
     """Every proposal of the space, in a fixed order (GPU, role, precision, degrees)."""
     for gpu in gpus:
+        # One Layout object per layout of this GPU, whatever the role: the memos downstream
+        # (memory coefficients, forward-pass costs) look arguments up by identity first.
+        layouts: dict[tuple, Layout] = {}
         for role in roles:
             for weight, kv in precision_pairs(gpu, precision, model):
                 for degrees in degree_combinations(model, gpu, role):
-                    layout = Layout(**degrees, weight_precision=weight, kv_precision=kv)
+                    key = (*degrees.values(), weight, kv)
+                    layout = layouts.get(key)
+                    if layout is None:
+                        layout = layouts[key] = Layout(**degrees, weight_precision=weight, kv_precision=kv)
                     yield Proposal(role=role, gpu=gpu, layout=layout)
 
 

@@ -33,6 +33,7 @@ from layoutopt.perf_model.calibration import EngineLike, EngineProfile
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.workload import Workload
+from layoutopt.perf_model.grids import geometric_grid
 
 # Quantile bins of the prompt-length distribution: dense in the tail, where p90/p99 TTFT live.
 _BIN_EDGES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 1.0)
@@ -314,7 +315,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     # Mean context of a decoding sequence, weighting each by its time in the batch (its output
     # length): E[I] + E[O^2] / (2 E[O]).
     decode_context = mean_input + output_reserve / 2.0
-    grid = np.unique(np.round(np.geomspace(1, batch_cap, _DECODE_GRID_POINTS))).astype(np.int64)
+    grid = np.unique(np.round(geometric_grid(1.0, float(batch_cap), _DECODE_GRID_POINTS))).astype(np.int64)
     decode_s = np.zeros(len(grid))
     spread_s = None
     if role != "prefill":
@@ -380,7 +381,7 @@ def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
     to the chunk's own compute. What a prompt adds is therefore mixed(L, n) - d(n), the quantity
     tabulated here; lengths between anchors interpolate piecewise linearly.
     """
-    batches = np.unique(np.round(np.geomspace(1, grid[-1], _MIXED_BATCH_ANCHORS))).astype(np.int64)
+    batches = np.unique(np.round(geometric_grid(1.0, float(grid[-1]), _MIXED_BATCH_ANCHORS))).astype(np.int64)
     picks = np.unique(np.linspace(0, len(tokens) - 1, min(_MIXED_LENGTH_ANCHORS, len(tokens))).round().astype(int))
     lengths = tokens[picks]
     rounded = np.round(lengths)

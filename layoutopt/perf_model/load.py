@@ -49,6 +49,7 @@ from layoutopt.perf_model.load_rows import (
 from layoutopt.perf_model.queueing import (
     wait_plus_service_quantiles,
 )
+from layoutopt.perf_model.grids import geometric_grid
 
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 
@@ -58,7 +59,7 @@ def rows_for(costs: PhaseCosts, phase: str, arrival_scv: float = 1.0,
     """The load grid of a phase ('prefill', 'decode' or 'colocated') with ``points`` rows, per
     instance of a pool of ``instances`` that share their decode slots (:func:`_slot_wait`)."""
     if phase == "prefill":
-        return prefill_rows(costs, np.geomspace(1e-4, 0.999, points) * prefill_rate_ceiling_rps(costs), arrival_scv,
+        return prefill_rows(costs, geometric_grid(1e-4, 0.999, points) * prefill_rate_ceiling_rps(costs), arrival_scv,
                             quantiles)
     if phase == "decode":
         return decode_rows(costs, batch_grid(costs, points), quantiles, instances=instances)

@@ -14,6 +14,7 @@ from layoutopt.perf_model.queueing import (
     normal_cdf_array,
     wait_plus_service_quantiles,
 )
+from layoutopt.perf_model.grids import geometric_grid
 
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 
@@ -103,7 +104,7 @@ def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_
     weights = costs.input_weights
     servers = max(costs.prefill_servers, 1)
     if rate_rps is None:
-        rate_rps = np.geomspace(1e-4, 0.999, _GRID_POINTS) * servers / _full_batch_occupancy(costs)
+        rate_rps = geometric_grid(1e-4, 0.999, _GRID_POINTS) * servers / _full_batch_occupancy(costs)
     rate = np.asarray(rate_rps, dtype=float)
     steps = prefill_steps(costs, rate)
     per_server = rate / servers

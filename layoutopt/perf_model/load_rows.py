@@ -14,6 +14,7 @@ from layoutopt.perf_model.queueing import (
     slot_wait_arrays,
     wait_plus_service_quantiles,
 )
+from layoutopt.perf_model.grids import geometric_grid
 
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 _GRID_POINTS = 96
@@ -91,7 +92,7 @@ def _with_defaults(quantiles: tuple[float, ...]) -> tuple[float, ...]:
 
 def batch_grid(costs: PhaseCosts, points: int = _GRID_POINTS) -> np.ndarray:
     """Decode batch sizes from nearly idle to the memory limit (geometric)."""
-    return np.geomspace(1e-3, float(costs.max_batch_size), points)
+    return geometric_grid(1e-3, float(costs.max_batch_size), points)
 
 
 def _decode_steps(costs: PhaseCosts) -> float:
@@ -145,7 +146,7 @@ def decode_rate_bound_rps(costs: PhaseCosts, max_mean_step_s: float | None = Non
     interval [a, b] of a fine geometric grid it is at most b / ((E[O] - 1) tau(a)), and an
     interval can hold an admissible batch only if tau(a) is admissible.
     """
-    grid = np.geomspace(1e-3, float(costs.max_batch_size), _BOUND_GRID_POINTS)
+    grid = geometric_grid(1e-3, float(costs.max_batch_size), _BOUND_GRID_POINTS)
     tau = costs.decode_at(seen_batch(costs, grid))
     bound = grid[1:] / (_decode_steps(costs) * tau[:-1])
     if max_mean_step_s is not None:
