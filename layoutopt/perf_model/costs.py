@@ -142,8 +142,9 @@ class PhaseCosts:
             return np.zeros((len(batch), len(self.input_tokens)))
         if len(anchors) == 1:
             return np.repeat(table[:1], len(batch), axis=0)
-        i = np.clip(np.searchsorted(anchors, batch) - 1, 0, len(anchors) - 2)
-        w = np.clip((batch - anchors[i]) / (anchors[i + 1] - anchors[i]), 0.0, 1.0)[:, None]
+        # np.minimum/np.maximum: the same numbers as np.clip at a fraction of its call overhead.
+        i = np.minimum(np.maximum(np.searchsorted(anchors, batch) - 1, 0), len(anchors) - 2)
+        w = np.minimum(np.maximum((batch - anchors[i]) / (anchors[i + 1] - anchors[i]), 0.0), 1.0)[:, None]
         return np.maximum(table[i] * (1.0 - w) + table[i + 1] * w, 0.0)
 
 

@@ -48,7 +48,12 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     n = batch_grid(costs) if batch is None else np.asarray(batch, dtype=float)
     steps = _decode_steps(costs)
     weights = costs.input_weights
-    tau, rate, d, extra = _colocated_tau(costs, n, steps, population)
+    # One pass over the batches, the full batch (tau_full) and the batches 2 % up (stability).
+    rows = len(n)
+    every = np.concatenate([n, [float(costs.max_batch_size)], n * 1.02 + 1e-3])
+    tau_every, rate_every, d_every, extra_every = _colocated_tau(costs, every, steps, population)
+    tau, rate, d, extra = tau_every[:rows], rate_every[:rows], d_every[:rows], extra_every[:rows]
+    tau_full, rate_up = tau_every[rows:rows + 1], rate_every[rows + 1:]
     mean_extra = (extra * weights).sum(axis=1)
     extra_sq = (extra**2 * weights).sum(axis=1)
     prompts_per_step = rate * tau                                   # lambda tau
@@ -65,7 +70,6 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     residence = steps * tau + (service * weights).sum(axis=1) + delay
     # With every slot held the steps run at the full batch, so a sequence resides longer (as for
     # decode_rows); the slot wait's drain and its pull back to the mean use that residence.
-    tau_full = _colocated_tau(costs, np.array([float(costs.max_batch_size)]), steps, population)[0]
     full_residence = residence + steps * np.maximum(tau_full - tau, 0.0)
     p_slot, cond_slot = _slot_wait(costs, rate, residence, full_residence, population, instances)
     # Prompt chunks go in arrival order, so a prompt also queues behind the backlog of earlier
@@ -74,8 +78,9 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     budget = np.maximum(costs.chunk_tokens - n, 1.0)
     occupancy = extra + (d * busy)[:, None] * np.minimum(costs.input_tokens_uncached[None, :] / budget[:, None], 1.0)
     rho = rate * (occupancy * weights).sum(axis=1)
+    tail = _tail_factor(costs)
     with np.errstate(divide="ignore", invalid="ignore"):
-        queue_wait = (rate * (occupancy**2 * weights).sum(axis=1) * _tail_factor(costs) * (arrival_scv + 1.0) / 4.0
+        queue_wait = (rate * (occupancy**2 * weights).sum(axis=1) * tail * (arrival_scv + 1.0) / 4.0
                       / (1.0 - rho))
     queue_wait = np.where(rho < 1.0, queue_wait, np.inf)
     p_queue = np.minimum(rho, 1.0)
@@ -85,12 +90,11 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
     ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
     own_step = (d + mean_extra + delay) * busy + extra.min(axis=1) * (1.0 - busy)
-    tpot_q = np.maximum(_colocated_tpot_quantiles(costs, rate, tau, mean_extra, extra_sq * _tail_factor(costs),
+    tpot_q = np.maximum(_colocated_tpot_quantiles(costs, rate, tau, mean_extra, extra_sq * tail,
                                                   own_step, costs.decode_spread_at(n), quantiles, tpot_floor),
                         costs.decode_at(1.0))
     # Stable while the rate still grows with the batch, the budget holds the prompt tokens of a
     # step, and the batch fits.
-    _, rate_up, _, _ = _colocated_tau(costs, n * 1.02 + 1e-3, steps, population)
     prompt_tokens = n * costs.mean_input_tokens / steps
     stable = ((rate_up > rate) & (prompt_tokens <= budget) & (rho < 1.0)
               & (n <= costs.max_batch_size * (1 + 1e-9)))
