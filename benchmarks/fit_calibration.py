@@ -90,7 +90,7 @@ def _wrap(text: str, width: int = 96) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-MOE_PARAMETERS = ("moe_imbalance", "moe_kernel_overhead_us", "alltoall_latency_us")
+MOE_PARAMETERS = ("moe_imbalance", "moe_kernel_overhead_us", "alltoall_latency_us", "grouped_gemm_efficiency")
 
 
 def _ensure_block(text: str, block: str, engine: str) -> str:

@@ -62,8 +62,9 @@ def test_every_engine_rule_drop_is_counted_with_its_name():
 
 
 def test_the_pairing_constraint_is_what_keeps_0_13_plans_valid():
-    """vLLM 0.13 on the headline case: without the constraint the solver picks prefill TP2 + decode TP1."""
-    table = _table("qwen3-32b", "H100-SXM", 32, "vllm==0.13.0", None, "disaggregated", default_slo=True)
+    """vLLM 0.13 on the headline case (64 H100): without the constraint the solver adds a prefill TP2
+    next to decode TP1, a pair 0.13 cannot hand KV between."""
+    table = _table("qwen3-32b", "H100-SXM", 64, "vllm==0.13.0", None, "disaggregated", default_slo=True)
     assert table.incompatible_pairs
     # Without pool gains (n x one instance): with them the free optimum is TP1 + TP1, which pairs anyway.
     integer = to_integer_table(table)

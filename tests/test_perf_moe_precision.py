@@ -39,6 +39,34 @@ def test_moe_layers_pay_their_kernel_overhead_and_permutation_traffic():
     assert many > no_tokens
 
 
+def test_grouped_expert_gemms_run_at_their_share_of_the_dense_efficiency():
+    from layoutopt.perf_model.compute import expected_distinct_experts
+    from layoutopt.perf_model.fit import trial_profile
+
+    model = get_model("qwen3-30b-a3b")
+    layout = Layout(tp_size=1, weight_precision="fp8")
+    tokens = 16384.0  # a prefill step: the expert GEMMs are compute-bound
+    dense = forward_coefficients(model, H100, layout, trial_profile("vllm", {"grouped_gemm_efficiency": 1.0}), None)
+    half = forward_coefficients(model, H100, layout, trial_profile("vllm", {"grouped_gemm_efficiency": 0.5}), None)
+    full_s = forward_pass_costs(dense, tokens=tokens, logit_tokens=1.0, split=False)[0]
+    halved_s = forward_pass_costs(half, tokens=tokens, logit_tokens=1.0, split=False)[0]
+    # Expert FLOPs at the dense efficiency: (pairs + half-efficiency rows x touched experts) x
+    # FLOPs per pair; at half the efficiency they take twice as long. The expert group is a
+    # roofline of that and its memory traffic (touched experts' weights, the permutation's
+    # 4 x hidden x 2 B per pair); nothing else moves.
+    pairs = tokens * model.num_experts_per_token
+    touched = min(model.num_experts, expected_distinct_experts(model.num_experts, model.num_experts_per_token, tokens))
+    expert_s = ((pairs + dense.gemm_half_rows * touched)
+                * dense.expert_slice_flops_per_token * model.num_moe_layers / dense.gemm_flops_per_s)
+    memory_s = (touched * dense.expert_slice_bytes + pairs * 4 * model.hidden_size * 2) * model.num_moe_layers / (
+        dense.hbm_bytes_per_s)
+    assert halved_s - full_s == pytest.approx(max(2 * expert_s, memory_s) - max(expert_s, memory_s), rel=1e-6)
+    assert halved_s > full_s
+    # Decode reads the touched experts' weights: memory-bound, the GEMM efficiency does not show.
+    one = forward_pass_costs(dense, tokens=4.0, logit_tokens=4.0, split=False)[0]
+    assert forward_pass_costs(half, tokens=4.0, logit_tokens=4.0, split=False)[0] == pytest.approx(one)
+
+
 def test_weight_only_formats_read_four_bits_and_compute_in_bf16():
     assert compute_precision(H100, "int4") == "bf16" and is_weight_only(H100, "int4")
     assert compute_precision(H100, "mxfp4") == "bf16" and is_weight_only(H100, "mxfp4")

@@ -51,6 +51,10 @@ class EngineProfile(BaseModel):
                                  "batches (finite-batch sampling noise is added on top)")
     moe_kernel_overhead_us: float = Field(default=8.0, ge=0, description="per MoE layer per step [estimate until fitted]: router, "
                                           "top-k, permute and un-permute kernel launches")
+    grouped_gemm_efficiency: float = Field(default=1.0, gt=0, le=1, description="fraction of the dense GEMM "
+                                           "efficiency the routed experts' grouped GEMMs reach (ragged rows per "
+                                           "expert, per-expert tiles and scales, gate/up and down as separate "
+                                           "launches) [estimate until fitted]")
     max_num_batched_tokens: int = Field(gt=0, description="token budget of one scheduler step (chunked prefill); "
                                                          "activation memory is sized for it")
     runtime_reserve_gib: float = Field(ge=0, description="memory per GPU outside weights, activations and KV that "

@@ -333,7 +333,7 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
         pairs_rank = moe_tokens * k / c.ep * imbalance
         # Grouped GEMM: rows per expert = pairs / touched experts, so compute = FLOPs x (1 + half/rows).
         expert_flop_s = (pairs_rank + c.gemm_half_rows * touched_rank) * (
-            c.expert_slice_flops_per_token * c.num_moe_layers / c.gemm_flops_per_s)
+            c.expert_slice_flops_per_token * c.num_moe_layers / (c.gemm_flops_per_s * p.grouped_gemm_efficiency))
         # Token permutation before the grouped GEMM and the weighted un-permutation after it: each
         # routed copy of a token's hidden vector is written and read once on each side.
         permute_bytes = pairs_rank * (4.0 * c.hidden_size * ACTIVATION_BYTES_PER_VALUE) * c.num_moe_layers
