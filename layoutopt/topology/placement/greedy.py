@@ -24,6 +24,7 @@ from collections import defaultdict
 from layoutopt.topology.placement.bounds import spread_instances_per_rack
 from layoutopt.topology.placement.data import PlacementData, StageDemand
 from layoutopt.topology.placement.evaluate import Counts
+from layoutopt.topology.placement.improve import improve_domains
 
 
 # Receiving racks (largest deficit first) tried for each surplus rack while rebalancing KV.
@@ -196,7 +197,7 @@ def greedy_counts(data: PlacementData) -> Counts | None:
         if missing:
             return None
     _rebalance_kv(data, room, counts, in_rack)
-    return {key: n for key, n in counts.items() if n}
+    return improve_domains(data, {key: n for key, n in counts.items() if n})
 
 
 def _egress(balance: int) -> int:
