@@ -225,3 +225,30 @@ def test_prequantized_checkpoint_has_no_online_quantization_flag():
     files = render(plan, engine="vllm", plots=False)
     script = next(t for p, t in files.items() if p.startswith("launch/"))
     assert "vllm serve Qwen/Qwen3-32B-FP8" in script and "--quantization" not in script
+
+
+@pytest.mark.parametrize(("engine", "gpu"), [("vllm", "H100-SXM"), ("vllm", "B200"), ("sglang", "H100-SXM"),
+                                             ("sglang", "B200")])
+def test_the_step_token_budget_the_plan_assumed_is_pinned(engine, gpu):
+    """Both engines choose their default budget from the GPU's memory (vLLM 16,384 on B200 for the
+    API server, SGLang 16,384 from 160 GiB), so emit passes the performance model's own."""
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.perf_model.calibration import resolve_engine
+    from layoutopt.report.deployment import step_token_budget
+    from layoutopt.report.engine_flags import as_release
+
+    assumed = resolve_engine(engine, get_gpu(gpu)).max_num_batched_tokens
+    assert step_token_budget(as_release(engine), get_gpu(gpu)) == assumed
+    flag = "--max-num-batched-tokens" if engine == "vllm" else "--chunked-prefill-size"
+    argv = node_launch(engine, _pool(gpu=gpu), step_token_budget=assumed).argv
+    assert _value(argv, flag) == str(assumed)
+    assert flag not in node_launch(engine, _pool(gpu=gpu)).argv  # no budget given: the engine's default
+
+
+def test_emitted_files_pin_the_budget_of_each_pool():
+    plan = fixture_plan(PLAN_NAMES[0])
+    for release in ("vllm", "sglang"):
+        files = render(plan, engine=release, model_id=MODEL_IDS[plan.model], plots=False)
+        flag = "--max-num-batched-tokens" if release == "vllm" else "--chunked-prefill-size"
+        scripts = [text for path, text in files.items() if path.startswith("launch/")]
+        assert scripts and all(flag in text for text in scripts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.plan import SCHEMA_VERSION, Plan, Pool
@@ -33,6 +33,8 @@ class PoolDeployment(BaseModel):
     gpu_memory_utilization: float
     mem_fraction_static: float
     kv_sequences: int
+    step_token_budget: int = Field(description="tokens per scheduler step the performance model planned with "
+                                   "(vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)")
     notes: tuple[str, ...] = ()
 
 
@@ -157,6 +159,23 @@ def _memory(plan: Plan, index: int, pool: Pool, model, gpu, release: EngineRelea
     return utilization, static, mem.max_batch_size, notes
 
 
+def step_token_budget(release: EngineRelease, gpu) -> int:
+    """The scheduler's token budget per step that the performance model assumed for this engine and
+    GPU generation (its profile's ``max_num_batched_tokens``).
+
+    Emit pins it on the command line, because both engines pick their default from the GPU's
+    memory: vLLM 0.33.0 takes 16,384 tokens for the API server from 160 GiB of device memory up
+    (B200, MI300X), 8,192 from 70 GiB (H100, H200; not A100) and 2,048 below
+    (vllm/engine/arg_utils.py:2973-3006, applied when the flag is unset at 3166-3175); SGLang
+    0.5.23 takes 8,192 below 160 GiB (H100, H200) and 16,384 from there (B200, MI300), 4,096 or
+    2,048 on small GPUs (sglang/srt/arg_groups/memory_hook.py:89-170). Left to those defaults,
+    an engine can run with a budget the plan's latencies were not predicted for.
+    """
+    from layoutopt.perf_model.calibration import resolve_engine
+
+    return int(resolve_engine(release.engine, gpu).max_num_batched_tokens)
+
+
 def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
             checkpoints: tuple[str, ...] = ()) -> tuple[EngineRelease, list[PoolDeployment]]:
     """The engine release and, per pool, what it serves and its memory settings."""
@@ -190,5 +209,5 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
             notes.append(served.note)
         pools.append(PoolDeployment(served=served, gpu_memory_utilization=math.floor(utilization * 100 + 1e-6) / 100,
                                     mem_fraction_static=math.floor(static * 100 + 1e-6) / 100, kv_sequences=fits,
-                                    notes=tuple(notes)))
+                                    step_token_budget=step_token_budget(release, gpu), notes=tuple(notes)))
     return release, pools

@@ -55,6 +55,8 @@ class NodeContext(_Frozen):
     instance_index: int = 0
     gpu_memory_utilization: float = 0.9
     mem_fraction_static: float = 0.85
+    step_token_budget: int | None = Field(default=None, description="tokens per scheduler step to pin "
+                                          "(deployment.step_token_budget); None leaves the engine's default")
     # In a pod the device plugin picks the GPUs; bare-metal scripts pin them.
     in_pod: bool = False
 

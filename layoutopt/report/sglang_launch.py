@@ -67,6 +67,11 @@ def sglang_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         args += ["--kv-cache-dtype", "fp8_e4m3"]
     args += ["--max-running-requests", str(pool.max_batch_size),
              "--mem-fraction-static", f"{ctx.mem_fraction_static:.2f}"]
+    if ctx.step_token_budget is not None:
+        # The instance's budget: SGLang divides it over attention-DP ranks itself, as the model does
+        # (0.5.23 arg_groups/parallel_hook.py:327-331); unset it follows the GPU's memory
+        # (arg_groups/memory_hook.py:89-170).
+        args += ["--chunked-prefill-size", str(ctx.step_token_budget)]
     if pool.role in ("prefill", "decode"):
         env["SGLANG_HOST_IP"] = ctx.advertise_host
         args += ["--disaggregation-mode", pool.role, "--disaggregation-transfer-backend", "nixl"]

@@ -16,6 +16,8 @@ Facts read from the vLLM wheels (paths inside the 0.33.0 wheel unless noted):
   (``ray start --num-gpus`` after ``CUDA_VISIBLE_DEVICES``), which keeps every rank on the GPUs
   the plan assigned: the multiprocessing path maps local DP rank r to GPU indices
   [r x world_size, ...) (v1/engine/utils.py:466-473), past a node's last GPU once a rank spans nodes.
+- ``--max-num-batched-tokens`` is pinned to the budget the plan was predicted with: unset, vLLM
+  picks 16,384, 8,192 or 2,048 by the GPU's memory (engine/arg_utils.py:2973-3006, 3166-3175).
 - NIXL: ``VLLM_NIXL_SIDE_CHANNEL_HOST`` defaults to localhost (envs.py:1721) and is what the
   handshake listener advertises (nixl/base_scheduler.py:76); under Ray each worker fills in its
   node's IP unless the variable is set (v1/engine/core.py:2733-2739). ``kv_role`` is
@@ -67,6 +69,9 @@ def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         args += ["--kv-cache-dtype", "fp8"]
     args += ["--max-num-seqs", str(max_num_seqs_per_rank(pool)),
              "--gpu-memory-utilization", f"{ctx.gpu_memory_utilization:.2f}"]
+    if ctx.step_token_budget is not None:
+        # Per DP rank (each rank's scheduler has its own budget), as the performance model counts it.
+        args += ["--max-num-batched-tokens", str(ctx.step_token_budget)]
     if pool.role in ("prefill", "decode"):
         kv_role = "kv_producer" if pool.role == "prefill" else "kv_consumer"
         config = {"kv_connector": "NixlConnector", "kv_role": kv_role}

@@ -14,4 +14,5 @@ exec python3 -m sglang.launch_server \
   --tp-size 2 \
   --kv-cache-dtype fp8_e4m3 \
   --max-running-requests 128 \
-  --mem-fraction-static 0.83
+  --mem-fraction-static 0.83 \
+  --chunked-prefill-size 8192

@@ -14,4 +14,5 @@ exec vllm serve Qwen/Qwen3-32B-FP8 \
   --pipeline-parallel-size 1 \
   --kv-cache-dtype fp8 \
   --max-num-seqs 128 \
-  --gpu-memory-utilization 0.92
+  --gpu-memory-utilization 0.92 \
+  --max-num-batched-tokens 8192

@@ -19,5 +19,6 @@ exec python3 -m sglang.launch_server \
   --kv-cache-dtype fp8_e4m3 \
   --max-running-requests 256 \
   --mem-fraction-static 0.81 \
+  --chunked-prefill-size 8192 \
   --disaggregation-mode decode \
   --disaggregation-transfer-backend nixl

@@ -18,6 +18,7 @@ exec python3 -m sglang.launch_server \
   --quantization fp8 \
   --max-running-requests 16 \
   --mem-fraction-static 0.82 \
+  --chunked-prefill-size 8192 \
   --disaggregation-mode prefill \
   --disaggregation-transfer-backend nixl \
   --disaggregation-bootstrap-port 8999

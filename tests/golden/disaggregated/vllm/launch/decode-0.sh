@@ -20,4 +20,5 @@ exec vllm serve meta-llama/Llama-3.1-70B \
   --kv-cache-dtype fp8 \
   --max-num-seqs 256 \
   --gpu-memory-utilization 0.92 \
+  --max-num-batched-tokens 8192 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'

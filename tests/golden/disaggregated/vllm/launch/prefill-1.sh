@@ -19,4 +19,5 @@ exec vllm serve meta-llama/Llama-3.1-70B \
   --quantization fp8_per_tensor \
   --max-num-seqs 16 \
   --gpu-memory-utilization 0.92 \
+  --max-num-batched-tokens 8192 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

@@ -25,6 +25,7 @@ case "$NODE_RANK" in
       --kv-cache-dtype fp8_e4m3 \
       --max-running-requests 512 \
       --mem-fraction-static 0.35 \
+      --chunked-prefill-size 8192 \
       --disaggregation-mode decode \
       --disaggregation-transfer-backend nixl \
       --dist-init-addr node-1:20001 \
@@ -44,6 +45,7 @@ case "$NODE_RANK" in
       --kv-cache-dtype fp8_e4m3 \
       --max-running-requests 512 \
       --mem-fraction-static 0.35 \
+      --chunked-prefill-size 8192 \
       --disaggregation-mode decode \
       --disaggregation-transfer-backend nixl \
       --dist-init-addr node-1:20001 \

@@ -18,6 +18,7 @@ exec python3 -m sglang.launch_server \
   --ep-size 8 \
   --max-running-requests 32 \
   --mem-fraction-static 0.77 \
+  --chunked-prefill-size 8192 \
   --disaggregation-mode prefill \
   --disaggregation-transfer-backend nixl \
   --disaggregation-bootstrap-port 8998

@@ -25,6 +25,7 @@ case "$NODE_RANK" in
       --kv-cache-dtype fp8 \
       --max-num-seqs 32 \
       --gpu-memory-utilization 0.92 \
+      --max-num-batched-tokens 8192 \
       --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' \
       --data-parallel-size-local 8 \
       --data-parallel-address node-1 \
@@ -44,6 +45,7 @@ case "$NODE_RANK" in
       --kv-cache-dtype fp8 \
       --max-num-seqs 32 \
       --gpu-memory-utilization 0.92 \
+      --max-num-batched-tokens 8192 \
       --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' \
       --data-parallel-size-local 8 \
       --data-parallel-address node-1 \

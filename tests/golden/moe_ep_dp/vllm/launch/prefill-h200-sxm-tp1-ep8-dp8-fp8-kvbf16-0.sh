@@ -19,4 +19,5 @@ exec vllm serve Qwen/Qwen3-235B-A22B-FP8 \
   --enable-expert-parallel \
   --max-num-seqs 4 \
   --gpu-memory-utilization 0.92 \
+  --max-num-batched-tokens 8192 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

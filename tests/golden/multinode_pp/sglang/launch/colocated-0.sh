@@ -20,6 +20,7 @@ case "$NODE_RANK" in
       --pp-size 2 \
       --max-running-requests 64 \
       --mem-fraction-static 0.80 \
+      --chunked-prefill-size 8192 \
       --dist-init-addr gpu-node-01:20000 \
       --nnodes 2 \
       --node-rank 0
@@ -34,6 +35,7 @@ case "$NODE_RANK" in
       --pp-size 2 \
       --max-running-requests 64 \
       --mem-fraction-static 0.80 \
+      --chunked-prefill-size 8192 \
       --dist-init-addr gpu-node-01:20000 \
       --nnodes 2 \
       --node-rank 1

@@ -20,6 +20,7 @@ case "$NODE_RANK" in
       --pipeline-parallel-size 2 \
       --max-num-seqs 64 \
       --gpu-memory-utilization 0.92 \
+      --max-num-batched-tokens 8192 \
       --distributed-executor-backend ray
     ;;
   1)  # gpu-node-02
