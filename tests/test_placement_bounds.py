@@ -11,11 +11,13 @@ import pytest
 from test_placement_fixtures import plan, pool
 
 from layoutopt.topology import cluster_from_spec, place, validate_placement
-from layoutopt.topology.placement.bounds import LowerBounds, spread_lower_bound
+from layoutopt.topology.placement.bounds import LowerBounds, spread_instances_per_rack, spread_lower_bound
 from layoutopt.topology.placement.budget import SolveBudget
 from layoutopt.topology.placement.data import prepare
 from layoutopt.topology.placement.evaluate import model_violations, objective_values
 from layoutopt.topology.placement.greedy import greedy_counts
+from layoutopt.topology.placement.lp_bound import lp_lower_bound
+from layoutopt.topology.placement.objectives import KvLocality
 from layoutopt.topology.placement.solver import _objectives, _solve
 from layoutopt.topology.spec import ClusterSpec, NodeGroupSpec, RackSpec, UnavailableSpec
 
@@ -156,3 +158,53 @@ def test_ordering_interchangeable_racks_keeps_the_optimum(monkeypatch, spread):
     unordered = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True, use_bounds=False)
     assert ordered.status == unordered.status == "optimal"
     assert _values(data, ordered) == _values(data, unordered)
+
+
+def _random_cases(count: int):
+    """Small fragmented clusters and plans (seeded): 1-3 racks of 2-4 HGX nodes, 0-25% busy."""
+    rng = random.Random(2026)
+    for seed in range(count):
+        pools = [pool("prefill", tp=rng.choice([1, 2]), instances=rng.randint(1, 5), capacity_rps=1.0),
+                 pool("decode", tp=rng.choice([2, 4]), pp=rng.choice([2, 4]), instances=rng.randint(1, 3),
+                      capacity_rps=rng.choice([1.5, 2.0, 3.0]))]
+        if rng.random() < 0.5:
+            pools.append(pool("colocated", tp=rng.choice([4, 8]), pp=rng.choice([1, 2]), instances=rng.randint(1, 2)))
+        yield seed, rng.randint(1, 3), rng.randint(2, 4), rng.choice([0.125, 0.25]), rng.random() < 0.5, plan(*pools)
+
+
+@pytest.mark.parametrize("case", list(_random_cases(24)), ids=lambda c: f"seed{c[0]}")
+def test_the_rack_lp_bound_never_exceeds_the_searched_optimum(case):
+    seed, num_racks, nodes, busy, spread, small_plan = case
+    data = prepare(small_plan, _cluster(100 + seed, num_racks, nodes, busy), KV_BYTES, spread)
+    full = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True, use_bounds=False)
+    if full.status != "optimal":
+        return
+    values = dict(zip([o.key for o in _objectives(data)], _values(data, full)))
+    held = {k: values[k] for k in ("spread", "kv_egress") if k in values}
+    own = spread_instances_per_rack(data) if spread else {}
+    gap = KvLocality.absolute_gap
+    if "pipelines_in_domain" in values:
+        bound = lp_lower_bound(data, "pipelines_in_domain", held, own, gap)
+        assert bound is None or bound <= values["pipelines_in_domain"]
+        held["pipelines_in_domain"] = values["pipelines_in_domain"]
+    bound = lp_lower_bound(data, "domains", held, own, gap)
+    assert bound is None or bound <= values["domains"]
+    # The bounds the fast path reports hold as well.
+    fast = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True)
+    assert all(p.lower_bound <= values[o.key] for p, o in zip(fast.proofs, _objectives(data))
+               if o.key != "kv_egress")
+
+
+def test_the_rack_lp_bound_proves_what_the_pooled_one_cannot():
+    # Fragmented benchmark, 4,096 GPUs: every rack must hold its share of each pool, so racks short
+    # of empty nodes split PP instances; merging the racks (the pooled bound) does not see it.
+    cluster = cluster_from_spec(placement_scaling.cluster_spec(fragmented=True, scale=4))
+    data = prepare(placement_scaling.bench_plan(4), cluster, placement_scaling.KV_BYTES_PER_REQUEST, True)
+    held = {"spread": 29, "kv_egress": 640}
+    racked = lp_lower_bound(data, "pipelines_in_domain", held, spread_instances_per_rack(data), KvLocality.absolute_gap)
+    pooled_bound = LowerBounds(data, SolveBudget(5.0))._pooled_bound("pipelines_in_domain", {})
+    assert racked == 68 > pooled_bound
+    result = place(placement_scaling.bench_plan(4), cluster, spread_racks=True, time_limit_s=30.0,
+                   kv_bytes_per_request=placement_scaling.KV_BYTES_PER_REQUEST)
+    proof = {o.name: o for o in result.objectives}["pipeline stages across NVLink domains"]
+    assert proof.value == 68 and proof.proven_by == "bound"

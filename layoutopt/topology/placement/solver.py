@@ -35,10 +35,13 @@ with sum_p s_p x_{p,d} <= f_d.
 Solving, in near-linear time where the structure allows it
     1. ``greedy``: each pool dealt to racks in proportion (prefill following the KV its rack's
        decode takes, capped at the spread bound), then packed best-fit, largest instances first;
+       ``improve`` then repacks racks and moves KV-neutral instances to racks with whole free
+       domains while the NVLink-domain objectives drop;
     2. ``bounds``: for each objective in order, a lower bound given the earlier ones at their
-       optimum (spread by water-filling, 0 for rack-local pipelines and KV, the pooled
-       relaxation -- all racks merged -- for the domain objectives). Every objective the greedy
-       value meets is proven optimal with no search;
+       optimum (spread by water-filling, 0 for rack-local pipelines and KV; for the domain
+       objectives the LP relaxation with racks of one shape merged, and the pooled relaxation
+       -- all racks merged -- where the LP falls short). Every objective the greedy value meets
+       is proven optimal with no search;
     3. CP-SAT on the full model only from the first objective the bound does not prove: the
        proven ones held at their value, interchangeable racks in order (``constraints``), the
        greedy placement as hint (and as the answer when time runs out and it is lexicographically
