@@ -18,6 +18,7 @@ from layoutopt.topology.placement.evaluate import model_violations, objective_va
 from layoutopt.topology.placement.greedy import greedy_counts
 from layoutopt.topology.placement.lp_bound import lp_lower_bound
 from layoutopt.topology.placement.objectives import KvLocality
+from layoutopt.topology.placement.rack_dp import split_stages_optimum
 from layoutopt.topology.placement.solver import _objectives, _solve
 from layoutopt.topology.spec import ClusterSpec, NodeGroupSpec, RackSpec, UnavailableSpec
 
@@ -208,3 +209,48 @@ def test_the_rack_lp_bound_proves_what_the_pooled_one_cannot():
                    kv_bytes_per_request=placement_scaling.KV_BYTES_PER_REQUEST)
     proof = {o.name: o for o in result.objectives}["pipeline stages across NVLink domains"]
     assert proof.value == 68 and proof.proven_by == "bound"
+
+
+def _forced_cases(count: int):
+    """Spread plans whose pools split evenly over the racks (one colocated pool left free)."""
+    rng = random.Random(4242)
+    for seed in range(count):
+        num_racks = rng.choice([2, 3])
+        pools = [pool("prefill", tp=rng.choice([1, 2]), instances=num_racks * rng.randint(1, 2), capacity_rps=1.0),
+                 pool("decode", tp=rng.choice([2, 4]), pp=2, instances=num_racks * rng.randint(1, 2), capacity_rps=2.0),
+                 pool("colocated", tp=4, instances=rng.randint(1, num_racks + 1))]
+        yield seed, num_racks, rng.randint(3, 4), plan(*pools)
+
+
+def _mixed_cluster(seed: int, num_racks: int, nodes: int):
+    """Nodes with 0-3 GPUs in use each (seeded), so some stay whole and some do not."""
+    rng = random.Random(seed)
+    racks = [RackSpec(name=f"r{r}", nodes=[NodeGroupSpec(type="hgx-h100-8", count=nodes)]) for r in range(num_racks)]
+    in_use = {f"r{r}-n{n}": sorted(rng.sample(range(8), rng.choice([0, 1, 2, 3])))
+              for r in range(num_racks) for n in range(nodes)}
+    return cluster_from_spec(ClusterSpec(racks=racks, unavailable=UnavailableSpec(
+        gpus_in_use={node: gpus for node, gpus in in_use.items() if gpus})))
+
+
+@pytest.mark.parametrize("case", list(_forced_cases(32)), ids=lambda c: f"seed{c[0]}")
+def test_the_rack_dynamic_program_is_the_searched_optimum(case):
+    seed, num_racks, nodes, even_plan = case
+    data = prepare(even_plan, _mixed_cluster(300 + seed, num_racks, nodes), None, True)
+    full = _solve(data, SolveBudget(20.0), enforce_kv_capacity=True, use_bounds=False)
+    if full.status != "optimal":
+        return
+    values = dict(zip([o.key for o in _objectives(data)], _values(data, full)))
+    held = {k: values[k] for k in ("spread", "pipelines_in_rack")}
+    exact = split_stages_optimum(data, held, spread_instances_per_rack(data))
+    assert exact is None or exact == values["pipelines_in_domain"]
+
+
+def test_the_fragmented_65536_gpu_benchmark_proves_its_split_stages():
+    # Every rack holds 20 prefill and 5 decode instances (the spread forces it); the colocated
+    # ones go where whole free nodes are left: the greedy's 1024 split stages are the optimum
+    # (the rack LP's bound is 1012, the pooled one 794).
+    cluster = cluster_from_spec(placement_scaling.cluster_spec(fragmented=True, scale=64))
+    data = prepare(placement_scaling.bench_plan(64), cluster, placement_scaling.KV_BYTES_PER_REQUEST, True)
+    held = {"spread": spread_lower_bound(data), "pipelines_in_rack": 0}
+    assert split_stages_optimum(data, held, spread_instances_per_rack(data)) == 1024
+    assert objective_values(data, greedy_counts(data))["pipelines_in_domain"] == 1024

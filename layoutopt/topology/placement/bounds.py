@@ -8,7 +8,10 @@ Each bound is a value no placement can beat, given the earlier objectives at the
 - KV across racks: the plan's net KV units, sum_p k_p n_p pp_p, when positive (the egress of all
   racks covers at least what all of them send minus what all take; units are rounded up for
   senders and down for receivers, so this is not 0 even when every rack is balanced);
-- pipelines in one NVLink domain, domains touched: the larger of two relaxations. The *rack
+- pipelines in one NVLink domain, when the proven spread fixes every rack's share of all pools
+  but one KV-neutral pool: the exact optimum by dynamic programs per rack shape and over racks
+  (``rack_dp``);
+- pipelines in one NVLink domain otherwise, domains touched: the larger of two relaxations. The *rack
   LP* (``lp_bound``) keeps the racks, the proven spread and KV values (and, for domains, the
   proven pipelines value) and drops integrality; the *pooled relaxation* keeps integrality and
   merges every rack into one. Each only enlarges the feasible set, so its optimum can only be
@@ -33,6 +36,7 @@ from layoutopt.topology.placement.constraints import DomainCapacity, EveryStageP
 from layoutopt.topology.placement.data import PlacementData, domain_classes
 from layoutopt.topology.placement.lp_bound import lp_lower_bound
 from layoutopt.topology.placement.objectives import FewestDomains, KvLocality, PipelinesInDomain
+from layoutopt.topology.placement.rack_dp import split_stages_optimum
 from layoutopt.topology.placement.variables import PlacementVariables
 
 POOLED_RACK = "*"
@@ -119,6 +123,7 @@ class LowerBounds:
         self.budget = budget
         self._model: cp_model.CpModel | None = None
         self._expressions: dict[str, cp_model.LinearExpr] = {}
+        self._own_spread: dict[int, int] | None = None
 
     def of(self, key: str, proven: dict[str, int], greedy_value: int) -> int:
         """A lower bound on objective ``key`` given the ``proven`` optima of the earlier ones."""
@@ -136,8 +141,12 @@ class LowerBounds:
                 cheap += math.ceil(needed / largest)
             if greedy_value <= cheap:
                 return cheap
-        elif key == "pipelines_in_domain" and greedy_value == 0:
-            return 0
+        elif key == "pipelines_in_domain":
+            if greedy_value == 0:
+                return 0
+            exact = split_stages_optimum(self.data, proven, self._own()) if "spread" in proven else None
+            if exact is not None:
+                return exact
         racked = self._lp_bound(key, proven) or 0
         if racked >= greedy_value:
             return racked
@@ -147,8 +156,13 @@ class LowerBounds:
         held = {k: v for k, v in proven.items() if k in ("spread", "kv_egress")}
         if key == "domains" and "pipelines_in_domain" in proven:
             held["pipelines_in_domain"] = proven["pipelines_in_domain"]
-        own = spread_instances_per_rack(self.data) if "spread" in held else {}
+        own = self._own() if "spread" in held else {}
         return lp_lower_bound(self.data, key, held, own, KvLocality.absolute_gap)
+
+    def _own(self) -> dict[int, int]:
+        if self._own_spread is None:
+            self._own_spread = spread_instances_per_rack(self.data)
+        return self._own_spread
 
     def _pooled_bound(self, key: str, proven: dict[str, int]) -> int:
         if self.budget.spent:
