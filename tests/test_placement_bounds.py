@@ -18,7 +18,7 @@ from layoutopt.topology.placement.evaluate import model_violations, objective_va
 from layoutopt.topology.placement.greedy import greedy_counts
 from layoutopt.topology.placement.lp_bound import lp_lower_bound
 from layoutopt.topology.placement.objectives import KvLocality
-from layoutopt.topology.placement.rack_dp import split_stages_optimum
+from layoutopt.topology.placement.rack_dp import rack_optimum
 from layoutopt.topology.placement.solver import _objectives, _solve
 from layoutopt.topology.spec import ClusterSpec, NodeGroupSpec, RackSpec, UnavailableSpec
 
@@ -241,16 +241,26 @@ def test_the_rack_dynamic_program_is_the_searched_optimum(case):
         return
     values = dict(zip([o.key for o in _objectives(data)], _values(data, full)))
     held = {k: values[k] for k in ("spread", "pipelines_in_rack")}
-    exact = split_stages_optimum(data, held, spread_instances_per_rack(data))
-    assert exact is None or exact == values["pipelines_in_domain"]
+    exact = rack_optimum(data, held, spread_instances_per_rack(data))
+    if exact is None:
+        return
+    assert (exact.split_stages, exact.domains) == (values["pipelines_in_domain"], values["domains"])
+    # The placement read back attains it and breaks no constraint.
+    assert model_violations(data, exact.counts) == []
+    found = objective_values(data, exact.counts)
+    assert [found[k] for k in values] == list(values.values())
 
 
-def test_the_fragmented_65536_gpu_benchmark_proves_its_split_stages():
+def test_the_fragmented_65536_gpu_benchmark_is_proven_optimal():
     # Every rack holds 20 prefill and 5 decode instances (the spread forces it); the colocated
-    # ones go where whole free nodes are left: the greedy's 1024 split stages are the optimum
-    # (the rack LP's bound is 1012, the pooled one 794).
+    # ones go where whole free nodes are left. The rack programs prove 1024 split stages (the
+    # rack LP's bound is 1012, the pooled one 794) and 7733 domains, and their placement is
+    # reported (the greedy one touches 7854).
     cluster = cluster_from_spec(placement_scaling.cluster_spec(fragmented=True, scale=64))
-    data = prepare(placement_scaling.bench_plan(64), cluster, placement_scaling.KV_BYTES_PER_REQUEST, True)
-    held = {"spread": spread_lower_bound(data), "pipelines_in_rack": 0}
-    assert split_stages_optimum(data, held, spread_instances_per_rack(data)) == 1024
-    assert objective_values(data, greedy_counts(data))["pipelines_in_domain"] == 1024
+    result = place(placement_scaling.bench_plan(64), cluster, spread_racks=True, time_limit_s=30.0,
+                   kv_bytes_per_request=placement_scaling.KV_BYTES_PER_REQUEST)
+    assert result.status == "optimal"
+    assert {o.proven_by for o in result.objectives} == {"bound"}
+    values = {o.name: o.value for o in result.objectives}
+    assert values["pipeline stages across NVLink domains"] == 1024 and values["NVLink domains touched"] == 7733
+    assert validate_placement(result.plan, cluster, placement_scaling.KV_BYTES_PER_REQUEST) == []

@@ -8,10 +8,10 @@ Each bound is a value no placement can beat, given the earlier objectives at the
 - KV across racks: the plan's net KV units, sum_p k_p n_p pp_p, when positive (the egress of all
   racks covers at least what all of them send minus what all take; units are rounded up for
   senders and down for receivers, so this is not 0 even when every rack is balanced);
-- pipelines in one NVLink domain, when the proven spread fixes every rack's share of all pools
+- both NVLink-domain objectives, when the proven spread fixes every rack's share of all pools
   but one KV-neutral pool: the exact optimum by dynamic programs per rack shape and over racks
-  (``rack_dp``);
-- pipelines in one NVLink domain otherwise, domains touched: the larger of two relaxations. The *rack
+  (``rack_dp``, which also gives a placement attaining it);
+- pipelines in one NVLink domain and domains touched otherwise: the larger of two relaxations. The *rack
   LP* (``lp_bound``) keeps the racks, the proven spread and KV values (and, for domains, the
   proven pipelines value) and drops integrality; the *pooled relaxation* keeps integrality and
   merges every rack into one. Each only enlarges the feasible set, so its optimum can only be
@@ -36,7 +36,7 @@ from layoutopt.topology.placement.constraints import DomainCapacity, EveryStageP
 from layoutopt.topology.placement.data import PlacementData, domain_classes
 from layoutopt.topology.placement.lp_bound import lp_lower_bound
 from layoutopt.topology.placement.objectives import FewestDomains, KvLocality, PipelinesInDomain
-from layoutopt.topology.placement.rack_dp import split_stages_optimum
+from layoutopt.topology.placement.rack_dp import RackOptimum, rack_optimum
 from layoutopt.topology.placement.variables import PlacementVariables
 
 POOLED_RACK = "*"
@@ -124,6 +124,7 @@ class LowerBounds:
         self._model: cp_model.CpModel | None = None
         self._expressions: dict[str, cp_model.LinearExpr] = {}
         self._own_spread: dict[int, int] | None = None
+        self._exact: dict[tuple, RackOptimum | None] = {}
 
     def of(self, key: str, proven: dict[str, int], greedy_value: int) -> int:
         """A lower bound on objective ``key`` given the ``proven`` optima of the earlier ones."""
@@ -134,6 +135,10 @@ class LowerBounds:
         if key == "kv_egress":
             return max(0, sum(d.kv_units_per_stage * d.num_stages for d in self.data.demands))
         cheap = 0
+        if key == "domains" and "pipelines_in_domain" in proven:
+            exact = self.exact(proven)
+            if exact is not None and exact.split_stages == proven["pipelines_in_domain"]:
+                return exact.domains
         if key == "domains":
             for gpu in {d.gpu for d in self.data.demands}:
                 needed = sum(d.num_stages * d.stage_gpus for d in self.data.demands if d.gpu == gpu)
@@ -144,9 +149,9 @@ class LowerBounds:
         elif key == "pipelines_in_domain":
             if greedy_value == 0:
                 return 0
-            exact = split_stages_optimum(self.data, proven, self._own()) if "spread" in proven else None
+            exact = self.exact(proven)
             if exact is not None:
-                return exact
+                return exact.split_stages
         racked = self._lp_bound(key, proven) or 0
         if racked >= greedy_value:
             return racked
@@ -158,6 +163,15 @@ class LowerBounds:
             held["pipelines_in_domain"] = proven["pipelines_in_domain"]
         own = self._own() if "spread" in held else {}
         return lp_lower_bound(self.data, key, held, own, KvLocality.absolute_gap)
+
+    def exact(self, proven: dict[str, int]) -> RackOptimum | None:
+        """The rack programs' optimum given the proven spread and pipelines in one rack (cached)."""
+        if "spread" not in proven:
+            return None
+        key = (proven["spread"], proven.get("pipelines_in_rack"))
+        if key not in self._exact:
+            self._exact[key] = rack_optimum(self.data, proven, self._own())
+        return self._exact[key]
 
     def _own(self) -> dict[int, int]:
         if self._own_spread is None:

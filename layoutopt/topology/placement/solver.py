@@ -39,9 +39,11 @@ Solving, in near-linear time where the structure allows it
        domains while the NVLink-domain objectives drop;
     2. ``bounds``: for each objective in order, a lower bound given the earlier ones at their
        optimum (spread by water-filling, 0 for rack-local pipelines and KV; for the domain
-       objectives the LP relaxation with racks of one shape merged, and the pooled relaxation
-       -- all racks merged -- where the LP falls short). Every objective the greedy value meets
-       is proven optimal with no search;
+       objectives the exact optimum of ``rack_dp`` where the spread fixes the racks' shares,
+       else the LP relaxation with racks of one shape merged, and the pooled relaxation -- all
+       racks merged -- where the LP falls short). Every objective the greedy value meets is
+       proven optimal with no search; where it falls short of ``rack_dp``'s optimum, that
+       program's placement replaces it;
     3. CP-SAT on the full model only from the first objective the bound does not prove: the
        proven ones held at their value, interchangeable racks in order (``constraints``), the
        greedy placement as hint (and as the answer when time runs out and it is lexicographically
@@ -164,14 +166,16 @@ def _solve(data: PlacementData, budget: SolveBudget, enforce_kv_capacity: bool, 
     proven: dict[str, int] = {}
     lower: dict[str, int] = {}
     if greedy is not None:
-        values = objective_values(data, greedy)
         bounds = LowerBounds(data, budget)
-        for objective in objectives:
-            bound = bounds.of(objective.key, proven, values[objective.key])
-            lower[objective.key] = bound
-            if values[objective.key] > bound + getattr(objective, "absolute_gap", 0):
-                break
-            proven[objective.key] = values[objective.key]
+        values, proven, lower = _prove(objectives, bounds, objective_values(data, greedy))
+        exact = bounds.exact(proven) if len(proven) < len(objectives) else None
+        if exact is not None and not model_violations(data, exact.counts, enforce_kv_capacity):
+            # The rack programs' placement is optimal on the NVLink-domain objectives given the
+            # proven ones: take it where it beats the greedy one, and prove it the same way.
+            found = objective_values(data, exact.counts)
+            if [found[o.key] for o in objectives] < [values[o.key] for o in objectives]:
+                greedy = exact.counts
+                values, proven, lower = _prove(objectives, bounds, found)
         if len(proven) == len(objectives):
             proofs = tuple(ObjectiveProof(name=o.name, value=values[o.key], lower_bound=lower[o.key],
                                           proven_by="bound") for o in objectives)
@@ -187,6 +191,20 @@ def _solve(data: PlacementData, budget: SolveBudget, enforce_kv_capacity: bool, 
                     for o in objectives if o.key in proven]
             return _from_counts(data, "feasible", greedy, tuple(_unproven(objectives, values, lower, done)))
     return _search(data, budget, objectives, proven, lower, greedy, enforce_kv_capacity)
+
+
+def _prove(objectives: list, bounds: LowerBounds,
+           values: dict[str, int]) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """(values, proven, lower): each objective's bound in order, up to the first ``values`` miss."""
+    proven: dict[str, int] = {}
+    lower: dict[str, int] = {}
+    for objective in objectives:
+        bound = bounds.of(objective.key, proven, values[objective.key])
+        lower[objective.key] = bound
+        if values[objective.key] > bound + getattr(objective, "absolute_gap", 0):
+            break
+        proven[objective.key] = values[objective.key]
+    return values, proven, lower
 
 
 def _model_size(data: PlacementData) -> int:
