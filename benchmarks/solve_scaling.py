@@ -1,6 +1,6 @@
 """Solve-time scaling: process wall time, candidate evaluation and solver time of whole solves.
 
-    python benchmarks/solve_scaling.py [--cases deepseek,2048,fleet] [--sizes 8,32,128,512]
+    python benchmarks/solve_scaling.py [--cases deepseek,2048,fleet] [--sizes 8,32,128,512] [--stages]
 
 Cases (issue 13 targets in brackets):
 - deepseek: deepseek-v3 on '$400/h' over every priced GPU type of the catalog       [< 3 s]
@@ -13,7 +13,9 @@ Each row: the process wall time of the solve (a fresh per-process cache: the fir
 model pays for its candidate evaluation), its CPU time (this process and the evaluation workers:
 on a shared machine wall time mostly measures the load), the solver's wall time (its limit is
 CP-SAT deterministic time, so the plan does not depend on the load), status and gap. Evaluation runs in worker processes on every CPU this
-process may use (``layoutopt.optimizer.evaluation``); the CPU count is printed.
+process may use (``layoutopt.optimizer.evaluation``); the CPU count is printed. ``--stages`` adds,
+for the deepseek case, wall and CPU seconds per stage: the structural and engine-rule screens,
+the capacity bounds and full evaluations, the pool capacities, and the rest (CP-SAT, plan building).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from __future__ import annotations
 import argparse
 import resource
 import time
+from contextlib import contextmanager
+
+from layoutopt.optimizer import enumeration, evaluation
 
 from layoutopt.optimizer.evaluation import available_workers
 from layoutopt.optimizer.fleet import solve_fleet
@@ -70,19 +75,57 @@ def timed(fn, *args, **kwargs):
     return result, (time.perf_counter() - started, _cpu_s() - cpu)
 
 
+_STAGE_NAMES = {"_screen_gpu": "screens", "_evaluate_group_task": "bounds+evaluation", "_pool_job": "pool capacities",
+                "_evaluate_chunk": "evaluation"}
+
+
+@contextmanager
+def stage_times(stages: dict[str, list[float]]):
+    """Record wall and CPU seconds (this process and the workers) of every parallel dispatch by stage."""
+    original = evaluation.parallel_map
+
+    def timed_map(function, shared, tasks, sizes, parallel, workers=None):
+        name = _STAGE_NAMES.get(function.__name__, function.__name__)
+        started, cpu = time.perf_counter(), _cpu_s()
+        try:
+            return original(function, shared, tasks, sizes, parallel, workers)
+        finally:
+            wall_cpu = stages.setdefault(name, [0.0, 0.0])
+            wall_cpu[0] += time.perf_counter() - started
+            wall_cpu[1] += _cpu_s() - cpu
+
+    evaluation.parallel_map = enumeration.parallel_map = timed_map
+    try:
+        yield stages
+    finally:
+        evaluation.parallel_map = enumeration.parallel_map = original
+
+
+def stage_line(stages: dict[str, list[float]], timing: tuple[float, float]) -> str:
+    rest = (timing[0] - sum(w for w, _ in stages.values()), timing[1] - sum(c for _, c in stages.values()))
+    parts = [f"{name} {w:.2f} s ({c:.2f} CPU s)" for name, (w, c) in stages.items()]
+    return "    stages: " + ", ".join(parts + [f"the rest {rest[0]:.2f} s ({rest[1]:.2f} CPU s)"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=10.0)
     parser.add_argument("--cases", default="deepseek,2048,fleet")
     parser.add_argument("--sizes", default="")
+    parser.add_argument("--stages", action="store_true",
+                        help="also print wall and CPU seconds per stage (screens, bounds and evaluation, pool "
+                             "capacities, the rest: CP-SAT, plan building, placement)")
     args = parser.parse_args()
     cases = set(args.cases.split(",")) if args.cases else set()
     print(f"CPUs for candidate evaluation: {available_workers()}")
     print(f"{'case':44s} {'wall s':>8s} {'CPU s':>8s} {'solver s':>8s} {'status':9s} {'gap':>7s} "
           f"{'cands':>6s} {'layouts':>7s}")
     if "deepseek" in cases:
-        plan, wall_s = timed(solve, "deepseek-v3", "$400/h", time_limit_s=args.time_limit)
+        with stage_times({}) as stages:
+            plan, wall_s = timed(solve, "deepseek-v3", "$400/h", time_limit_s=args.time_limit)
         row("deepseek-v3 '$400/h', all GPU types", wall_s, plan.solver)
+        if args.stages:
+            print(stage_line(stages, wall_s), flush=True)
     if "2048" in cases:
         plan, wall_s = timed(solve, "qwen3-32b", budget_text(2048, THREE_TYPES), SLO_CHAT,
                              time_limit_s=args.time_limit)
