@@ -7,6 +7,7 @@ the wheel it was read from (``SourceRef``), so a rule can say where it comes fro
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -64,20 +65,13 @@ class QuantizationMethod(_Frozen):
     source: SourceRef
 
 
-_FLAG_INDEXES: dict[int, tuple[tuple[EngineFlag, ...], dict[str, EngineFlag]]] = {}
-
-
 def _flag_index(flags: tuple[EngineFlag, ...]) -> dict[str, EngineFlag]:
-    """Spelling -> flag (the first flag listing it), built once per flags tuple: the search checks
-    tens of thousands of layouts against the same engine data."""
-    entry = _FLAG_INDEXES.get(id(flags))
-    if entry is None or entry[0] is not flags:
-        index: dict[str, EngineFlag] = {}
-        for flag in flags:
-            for spelling in flag.spellings:
-                index.setdefault(spelling, flag)
-        entry = _FLAG_INDEXES[id(flags)] = (flags, index)
-    return entry[1]
+    """Spelling -> flag (the first flag listing it)."""
+    index: dict[str, EngineFlag] = {}
+    for flag in flags:
+        for spelling in flag.spellings:
+            index.setdefault(spelling, flag)
+    return index
 
 
 class ProgramFlags(_Frozen):
@@ -86,8 +80,12 @@ class ProgramFlags(_Frozen):
     program: tuple[str, ...] = Field(description="argv prefix, e.g. ('vllm', 'bench', 'serve')")
     flags: tuple[EngineFlag, ...]
 
+    @cached_property
+    def _by_spelling(self) -> dict[str, EngineFlag]:
+        return _flag_index(self.flags)
+
     def flag(self, name: str) -> EngineFlag | None:
-        return _flag_index(self.flags).get(name)
+        return self._by_spelling.get(name)
 
     @property
     def flag_names(self) -> frozenset[str]:
@@ -124,7 +122,12 @@ class EngineData(_Frozen):
 
     def flag(self, name: str) -> EngineFlag | None:
         """The flag spelled ``name`` (long name or alias), or None when this version lacks it."""
-        return _flag_index(self.flags).get(name)
+        return self._by_spelling.get(name)
+
+    @cached_property
+    def _by_spelling(self) -> dict[str, EngineFlag]:
+        # Built once per release: the search checks tens of thousands of layouts against it.
+        return _flag_index(self.flags)
 
     def has_flag(self, name: str) -> bool:
         return self.flag(name) is not None
