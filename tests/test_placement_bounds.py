@@ -264,3 +264,13 @@ def test_the_fragmented_65536_gpu_benchmark_is_proven_optimal():
     values = {o.name: o.value for o in result.objectives}
     assert values["pipeline stages across NVLink domains"] == 1024 and values["NVLink domains touched"] == 7733
     assert validate_placement(result.plan, cluster, placement_scaling.KV_BYTES_PER_REQUEST) == []
+
+
+def test_greedy_places_tp8_instances_on_a_cluster_short_of_empty_nodes():
+    # 2,048 GPUs, fragmented: 110 empty nodes for 48 TP8 and 80 TP4 x PP2 instances. Full racks
+    # used to give up their TP8 instances (to keep their prefill:decode split), which then fit
+    # nowhere; the retry keeps them and splits PP instances instead.
+    cluster = cluster_from_spec(placement_scaling.cluster_spec(fragmented=True, scale=2))
+    data = prepare(placement_scaling.bench_plan(2), cluster, placement_scaling.KV_BYTES_PER_REQUEST, True)
+    counts = greedy_counts(data)
+    assert counts is not None and model_violations(data, counts) == []

@@ -154,7 +154,15 @@ def _place_stages_anywhere(room: _Room, demand: StageDemand, counts: Counts) -> 
 
 
 def greedy_counts(data: PlacementData) -> Counts | None:
-    """Stage groups per (pool index, domain) of a greedy placement; None when it places not all."""
+    """Stage groups per (pool index, domain) of a greedy placement; None when it places not all.
+
+    When giving up KV-neutral instances in full racks leaves one that fits nowhere else (a TP8
+    instance on a cluster short of empty nodes), the greedy runs again without giving them up."""
+    counts = _greedy(data, give_up_neutral=True)
+    return counts if counts is not None or not data.has_kv else _greedy(data, give_up_neutral=False)
+
+
+def _greedy(data: PlacementData, give_up_neutral: bool) -> Counts | None:
     room = _Room(data)
     quotas = _quotas(data)
     counts: Counts = {}
@@ -169,7 +177,7 @@ def greedy_counts(data: PlacementData) -> Counts | None:
             # A rack that cannot hold its quotas gives up an instance that sends and takes no KV
             # first, so its prefill:decode split (and the KV kept in the rack) survives.
             neutral = [d.pool_index for d in largest_first if not d.kv_units_per_stage and wanted[d.pool_index]]
-            if not short or not neutral or not data.has_kv:
+            if not short or not neutral or not data.has_kv or not give_up_neutral:
                 break
             wanted[neutral[0]] -= 1
         room.free.update(free)
