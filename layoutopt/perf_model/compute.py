@@ -12,6 +12,7 @@ computed once and cached, so evaluating a step is a few float (or numpy array) o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 
@@ -288,8 +289,10 @@ def expert_load_imbalance(routed_pairs, ep: int, skew: float):
     """
     if ep <= 1:
         return 1.0
-    noise = np.sqrt(2.0 * np.log(ep) * (ep - 1.0) / _max(routed_pairs, 1.0))
-    return _min(skew * (1.0 + noise), float(ep))
+    spread = 2.0 * math.log(ep) * (ep - 1.0)
+    if isinstance(routed_pairs, np.ndarray):
+        return np.minimum(skew * (1.0 + np.sqrt(spread / np.maximum(routed_pairs, 1.0))), float(ep))
+    return min(skew * (1.0 + math.sqrt(spread / max(routed_pairs, 1.0))), float(ep))
 
 
 def _gemm_time_s(c: ForwardCoefficients, flops, rows):

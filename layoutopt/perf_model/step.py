@@ -173,6 +173,10 @@ def decode_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, batch
     c = forward_coefficients(model, gpu, layout, engine, link)
     batch = np.maximum(np.asarray(batch_sizes, dtype=float), 1.0)
     context = np.asarray(context_tokens, dtype=float)
+    if context.size == 1 and batch.ndim >= context.ndim:
+        # One context for every batch: a Python float broadcasts to the same shape and values, and
+        # skips a dozen ufunc calls on one-element arrays (the optimizer's hot loop).
+        context = float(context.reshape(-1)[0])
     compute_s, memory_s, comm_s, overhead_s = _decode_costs(model, gpu, layout, c, batch, context, split=False)
     return compute_s + memory_s + comm_s + overhead_s
 
