@@ -34,7 +34,6 @@ import math
 from collections import defaultdict
 
 import numpy as np
-from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from layoutopt.topology.placement.data import PlacementData
@@ -161,6 +160,10 @@ def lp_lower_bound(data: PlacementData, key: str, held: dict[str, int], own_spre
             ub.add(balance[g], col, -1.0)
             if total_kv is not None:
                 ub.add(total_kv, col, 1.0)
+    # Imported here: scipy.optimize takes about 0.4 s to import, which every ``import
+    # layoutopt.topology`` would pay, and most placements are proven without the LP.
+    from scipy.optimize import linprog
+
     a_ub = ub.matrix(num_cols)
     b_ub = np.array(ub.rhs)
     finite = np.isfinite(b_ub)

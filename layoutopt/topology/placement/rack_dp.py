@@ -34,8 +34,10 @@ import numpy as np
 from layoutopt.topology.placement.data import PlacementData
 from layoutopt.topology.placement.evaluate import Counts
 
-# Largest per-rack state space (product over pools of stages per rack + 1) the DP runs over.
+# Largest per-rack state space (product over pools of stages per rack + 1) the DP runs over, and
+# most states x domains over all rack shapes (the choices kept take 2 bytes each: 40 MB).
 MAX_STATES = 50_000
+MAX_CELLS = 20_000_000
 INFEASIBLE = np.iinfo(np.int64).max // 4
 
 
@@ -142,6 +144,9 @@ def rack_optimum(data: PlacementData, proven: dict[str, int], own: dict[int, int
         rack_domains[d.rack].append(d)
     whole_only = proven.get("pipelines_in_rack", 1) == 0
     target = tuple(forced[p] for p in sorted(forced))
+    shapes = {tuple(sorted((d.gpu, d.num_free) for d in rack_domains[rack])) for rack in data.racks}
+    if sum(len(key) for key in shapes) * math.prod(dims) > MAX_CELLS:
+        return None
     programs: dict[tuple, _ShapeProgram] = {}
     rows: dict[tuple, np.ndarray] = {}
     shape_of = {}
