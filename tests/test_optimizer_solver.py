@@ -225,3 +225,31 @@ def test_time_limit_gives_timeout_with_best_plan_and_gap(objective):
     assert finished.gap == pytest.approx(real, abs=1e-9)
     exact = LayoutSolver(table, objective, time_limit_s=10, tolerance_fraction=0.0).solve()
     assert exact.status == "optimal" and exact.gap == pytest.approx(0.0, abs=1e-12)
+
+
+class _Plan:
+    """A stand-in for a solution: the rate and cost units ``_use_budget`` compares."""
+
+    def __init__(self, rate: int, cost: int):
+        self.rate, self.cost = rate, cost
+
+    def hint(self, variables) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("incumbent_cost", "proved"), [(1010, True), (1100, False)])
+def test_phase_two_keeps_a_better_incumbent_with_the_proof_it_has(monkeypatch, incumbent_cost, proved):
+    """Phase 2 (most goodput at the ratio floor, then least cost, each within the tolerance) may stop
+    at a plan serving less than the incumbent. The incumbent is reported; its goodput proof carries
+    over (it serves more than a plan proven within the tolerance), its cost is proven only when
+    within the tolerance of the cost phase's bound."""
+    from layoutopt.optimizer import solver as solver_module
+
+    solver = LayoutSolver(to_integer_table(synthetic_table()), "goodput-per-dollar")
+    solver._dtime_left, solver._deadline = 10.0, float("inf")
+    variables = solver._build()
+    phase_plan, incumbent = _Plan(rate=990, cost=1000), _Plan(rate=1000, cost=incumbent_cost)
+    monkeypatch.setattr(solver, "_two_phases", lambda *args, **kwargs: (
+        phase_plan, solver_module.cp_model.OPTIMAL, 1005.0, True, True, 1000.0))
+    final, got = solver._use_budget(variables, incumbent, Fraction(1, 2))
+    assert final is incumbent and got is proved

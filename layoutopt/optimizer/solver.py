@@ -259,21 +259,21 @@ class LayoutSolver:
     # ------------------------------------------------------------------ max-goodput, min-cost
     def _two_phases(self, variables: LayoutVariables, first, keep: Callable[[_Solution], object], second,
                     better: Callable[[_Solution, _Solution], bool], second_gap: float = 0.0,
-                    first_gap: float = 0.0) -> tuple[_Solution | None, int, float, bool, bool]:
+                    first_gap: float = 0.0) -> tuple[_Solution | None, int, float, bool, bool, float | None]:
         """Optimize ``first``; then, holding its optimum with ``keep``, optimize ``second`` (proved
         within the relative ``second_gap``).
 
         Returns (final solution, first phase status, first phase bound, first phase proved,
-        second phase proved).
+        second phase proved, second phase bound or None when it did not run).
         """
         first.build(variables)
         status, solver = self._run(variables, first_gap)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return None, status, 0.0, False, False
+            return None, status, 0.0, False, False, None
         primary = _Solution(variables, solver)
         bound = solver.best_objective_bound
         if self._out_of_time():
-            return primary, status, bound, status == cp_model.OPTIMAL, False
+            return primary, status, bound, status == cp_model.OPTIMAL, False, None
         keep(primary).build(variables)
         second.build(variables)
         primary.hint(variables)
@@ -282,7 +282,9 @@ class LayoutSolver:
         if second_status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             found = _Solution(variables, second_solver)
             final = found if better(found, primary) else primary
-        return final, status, bound, status == cp_model.OPTIMAL, second_status == cp_model.OPTIMAL
+        second_bound = (second_solver.best_objective_bound
+                        if second_status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None)
+        return final, status, bound, status == cp_model.OPTIMAL, second_status == cp_model.OPTIMAL, second_bound
 
     def _solve_lexicographic(self) -> SolveOutcome:
         variables = self._build()
@@ -293,7 +295,7 @@ class LayoutSolver:
         else:
             result = self._two_phases(variables, MinimizeCost(), lambda sol: CostAtMost(sol.cost),
                                       MaximizeGoodput(), lambda a, b: a.rate > b.rate)
-        solution, status, bound_units, _, second_proved = result
+        solution, status, bound_units, _, second_proved, _ = result
         if status == cp_model.MODEL_INVALID:
             return SolveOutcome(status="model_invalid", num_iterations=1)
         if solution is None:
@@ -414,13 +416,20 @@ class LayoutSolver:
         numerator, denominator = ratio_coefficients(floor, self.table.max_rate_units, self.table.max_total_cost_units)
         RatioFloor(numerator, denominator).build(variables)
         incumbent.hint(variables)
-        final, status, _, first_proved, second_proved = self._two_phases(
+        final, status, _, first_proved, second_proved, cost_bound = self._two_phases(
             variables, MaximizeGoodput(), lambda sol: RateAtLeast(sol.rate), MinimizeCost(),
             lambda a, b: a.cost < b.cost,
             # Most goodput at the ratio floor, then the least cost at it: knapsacks of their own,
             # proved within the tolerance, as the ratio is.
             first_gap=self.tolerance_fraction, second_gap=self.tolerance_fraction)
-        proved = first_proved and second_proved
-        if final is None or (final.rate, -final.cost) < (incumbent.rate, -incumbent.cost):
+        if final is None:
             return incumbent, False
+        proved = first_proved and second_proved
+        if (final.rate, -final.cost) < (incumbent.rate, -incumbent.cost):
+            # The incumbent keeps the floor and serves at least the phase's goodput, so that proof
+            # covers it; it held the phase's goodput in the cost phase too, whose bound is then at
+            # most its cost: proven when within the tolerance of that bound (CP-SAT's relative gap).
+            cost_proved = cost_bound is not None and (
+                incumbent.cost - cost_bound <= self.tolerance_fraction * max(incumbent.cost, 1) + 1e-9)
+            return incumbent, proved and cost_proved
         return final, proved
