@@ -194,12 +194,17 @@ def _vllm_expert_parallel(wheel: Wheel, facts: Facts) -> None:
               "group as the expert-parallel group: ep_size is tp x dp, not a free degree.")
 
 
+def _capability_check(wheel: Wheel, path: str, function: str) -> tuple[int, int]:
+    """(x10 capability, line) of the ``has_device_capability(N)`` check in the two lines after ``function``."""
+    line = wheel.require(path, function)
+    body = " ".join(wheel.lines(path)[line - 1: line + 2])
+    return int(re.search(r"has_device_capability\((\d+)\)", body).group(1)), line + 1
+
+
 def _vllm_precision(wheel: Wheel, facts: Facts) -> None:
     cuda = "vllm/platforms/cuda.py"
-    line = wheel.require(cuda, r"def supports_fp8")
-    body = " ".join(wheel.lines(cuda)[line - 1: line + 2])
-    capability = int(re.search(r"has_device_capability\((\d+)\)", body).group(1))
-    facts.add("fp8_compute_min_capability", capability, cuda, line + 1,
+    capability, line = _capability_check(wheel, cuda, r"def supports_fp8")
+    facts.add("fp8_compute_min_capability", capability, cuda, line,
               "CudaPlatform.supports_fp8: FP8 compute (W8A8) needs this compute capability (x10).")
     fp8 = QUANT_DIR + "fp8.py"
     line = wheel.find(fp8, r"lack FP8 hardware support.*Marlin")
@@ -208,10 +213,8 @@ def _vllm_precision(wheel: Wheel, facts: Facts) -> None:
                   "Below that capability vLLM runs FP8 checkpoints weight-only through Marlin (W8A16): the "
                   "weights take FP8 memory but the math runs in BF16.")
     marlin = QUANT_DIR + "utils/marlin_utils_fp4.py"
-    line = wheel.require(marlin, r"def is_fp4_marlin_supported")
-    body = " ".join(wheel.lines(marlin)[line - 1: line + 2])
-    facts.add("fp4_weight_only_min_capability", int(re.search(r"has_device_capability\((\d+)\)", body).group(1)),
-              marlin, line + 1,
+    capability, line = _capability_check(wheel, marlin, r"def is_fp4_marlin_supported")
+    facts.add("fp4_weight_only_min_capability", capability, marlin, line,
               "NVFP4 / MXFP4 weights run weight-only through Marlin (W4A16) from this capability; FP4 compute "
               "(W4A4) needs the CUTLASS FP4 kernels, whose capability check is compiled C++ "
               "(cutlass_scaled_mm_supports_fp4), not readable from the wheel's Python.")

@@ -65,31 +65,38 @@ class QuantizationMethod(_Frozen):
     source: SourceRef
 
 
-def _flag_index(flags: tuple[EngineFlag, ...]) -> dict[str, EngineFlag]:
-    """Spelling -> flag (the first flag listing it)."""
-    index: dict[str, EngineFlag] = {}
-    for flag in flags:
-        for spelling in flag.spellings:
-            index.setdefault(spelling, flag)
-    return index
+class _FlagLookup:
+    """Flag queries of a model with a ``flags`` tuple (a release, a router or benchmark program)."""
 
-
-class ProgramFlags(_Frozen):
-    """A program emit writes a command for (a router, a benchmark): how it starts and the flags it accepts."""
-
-    program: tuple[str, ...] = Field(description="argv prefix, e.g. ('vllm', 'bench', 'serve')")
     flags: tuple[EngineFlag, ...]
 
     @cached_property
     def _by_spelling(self) -> dict[str, EngineFlag]:
-        return _flag_index(self.flags)
+        # Built once: the search checks tens of thousands of layouts against one release.
+        index: dict[str, EngineFlag] = {}
+        for flag in self.flags:
+            for spelling in flag.spellings:
+                index.setdefault(spelling, flag)
+        return index
 
     def flag(self, name: str) -> EngineFlag | None:
+        """The flag spelled ``name`` (long name or alias), or None when this version lacks it."""
         return self._by_spelling.get(name)
+
+    def has_flag(self, name: str) -> bool:
+        return self.flag(name) is not None
 
     @property
     def flag_names(self) -> frozenset[str]:
-        return frozenset(s for f in self.flags for s in f.spellings)
+        """Every accepted spelling of every flag."""
+        return frozenset(self._by_spelling)
+
+
+class ProgramFlags(_FlagLookup, _Frozen):
+    """A program emit writes a command for (a router, a benchmark): how it starts and the flags it accepts."""
+
+    program: tuple[str, ...] = Field(description="argv prefix, e.g. ('vllm', 'bench', 'serve')")
+    flags: tuple[EngineFlag, ...]
 
 
 class RouterData(_Frozen):
@@ -103,7 +110,7 @@ class RouterData(_Frozen):
     launcher: ProgramFlags
 
 
-class EngineData(_Frozen):
+class EngineData(_FlagLookup, _Frozen):
     """Flags, facts and quantization methods of one engine version."""
 
     engine: str
@@ -119,23 +126,6 @@ class EngineData(_Frozen):
 
     def fact(self, name: str) -> EngineFact | None:
         return self.facts.get(name)
-
-    def flag(self, name: str) -> EngineFlag | None:
-        """The flag spelled ``name`` (long name or alias), or None when this version lacks it."""
-        return self._by_spelling.get(name)
-
-    @cached_property
-    def _by_spelling(self) -> dict[str, EngineFlag]:
-        # Built once per release: the search checks tens of thousands of layouts against it.
-        return _flag_index(self.flags)
-
-    def has_flag(self, name: str) -> bool:
-        return self.flag(name) is not None
-
-    @property
-    def flag_names(self) -> frozenset[str]:
-        """Every accepted spelling of every flag."""
-        return frozenset(s for f in self.flags for s in f.spellings)
 
     def quantization(self, method: str) -> QuantizationMethod | None:
         return next((q for q in self.quantization_methods if q.method == method), None)

@@ -24,11 +24,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-from dataclasses import dataclass
-
 from layoutopt.perf_model.capacity import (
     CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity, pool_capacities_rps,
 )
@@ -106,12 +105,6 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _map(function: Callable, shared: _Shared, tasks: Sequence, workers: int | None, parallel: bool) -> list:
-    """``[function(shared, task) for task in tasks]``, in worker processes when ``parallel`` and
-    more than one CPU may be used; the largest tasks (by ``len``) are submitted first."""
-    return parallel_map(function, shared, tasks, [len(task) for task in tasks], parallel, workers)
-
-
 def parallel_map(function: Callable, shared, tasks: Sequence, sizes: Sequence[int], parallel: bool,
                  workers: int | None = None) -> list:
     """``[function(shared, task) for task in tasks]``, in worker processes when ``parallel`` and
@@ -142,8 +135,8 @@ def capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, head
                 results[i] = hit
     missing = [i for i, r in enumerate(results) if r is None]
     chunks = [missing[i:i + CHUNK_PROPOSALS] for i in range(0, len(missing), CHUNK_PROPOSALS)]
-    outputs = _map(_evaluate_chunk, shared, [[jobs[i] for i in chunk] for chunk in chunks], workers,
-                   len(missing) >= MIN_PARALLEL_PROPOSALS)
+    outputs = parallel_map(_evaluate_chunk, shared, [[jobs[i] for i in chunk] for chunk in chunks],
+                           [len(chunk) for chunk in chunks], len(missing) >= MIN_PARALLEL_PROPOSALS, workers)
     for chunk, output in zip(chunks, outputs):
         for i, perf in zip(chunk, output):
             results[i] = perf
@@ -208,19 +201,8 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
     return results  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
-class _Sized:
-    """A task and its size (how ``_map`` orders submissions)."""
-
-    task: tuple
-    size: int
-
-    def __len__(self) -> int:
-        return self.size
-
-
-def _evaluate_group_task(shared: _Shared, sized: _Sized) -> list["InstancePerf | Dominated"]:
-    return _evaluate_group(shared, *sized.task)
+def _evaluate_group_task(shared: _Shared, task: tuple) -> list["InstancePerf | Dominated"]:
+    return _evaluate_group(shared, *task)
 
 
 def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, headroom: float,
@@ -240,8 +222,8 @@ def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: st
     tasks = [([jobs[i] for i in g], [keys[i] for i in g], [shapes[i] for i in g], dominates, eligible)
              for g in groups]
     # One group per task, the biggest first: the workers finish at about the same time.
-    outputs = _map(_evaluate_group_task, shared, [_Sized(task, len(task[0])) for task in tasks], workers,
-                   len(jobs) >= MIN_PARALLEL_PROPOSALS)
+    outputs = parallel_map(_evaluate_group_task, shared, tasks, [len(task[0]) for task in tasks],
+                           len(jobs) >= MIN_PARALLEL_PROPOSALS, workers)
     results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
     for group, output in zip(groups, outputs):
         for i, result in zip(group, output):
@@ -255,8 +237,8 @@ PoolJob = tuple[GpuSpec, Layout, Role, "Link | None", tuple[int, ...]]
 MIN_PARALLEL_POOL_JOBS = 8
 
 
-def _pool_job(shared: _Shared, sized: "_Sized") -> list[float]:
-    gpu, layout, role, link, sizes = sized.task
+def _pool_job(shared: _Shared, job: "PoolJob") -> list[float]:
+    gpu, layout, role, link, sizes = job
     return pool_capacities_rps(shared.model, gpu, layout, role, shared.workload, shared.slo, sizes,
                                engine=shared.engine, headroom=shared.headroom, kv_link=link)
 
@@ -266,5 +248,5 @@ def pool_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str,
     """``pool_capacities_rps`` of every job (GPU, layout, role, KV link, pool sizes), in order,
     in worker processes when there are enough of them."""
     shared = _Shared(model, workload, slo, engine, headroom)
-    return _map(_pool_job, shared, [_Sized(job, len(job[4])) for job in jobs], workers,
-                len(jobs) >= MIN_PARALLEL_POOL_JOBS)
+    return parallel_map(_pool_job, shared, jobs, [len(job[4]) for job in jobs], len(jobs) >= MIN_PARALLEL_POOL_JOBS,
+                        workers)

@@ -278,12 +278,11 @@ class LayoutSolver:
         second.build(variables)
         primary.hint(variables)
         second_status, second_solver = self._run(variables, second_gap)
-        final = primary
+        final, second_bound = primary, None
         if second_status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             found = _Solution(variables, second_solver)
             final = found if better(found, primary) else primary
-        second_bound = (second_solver.best_objective_bound
-                        if second_status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None)
+            second_bound = second_solver.best_objective_bound
         return final, status, bound, status == cp_model.OPTIMAL, second_status == cp_model.OPTIMAL, second_bound
 
     def _solve_lexicographic(self) -> SolveOutcome:

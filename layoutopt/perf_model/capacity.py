@@ -118,6 +118,11 @@ def _violation(rows: Rows, ttft: dict[float, float], tpot: dict[float, float]) -
     return np.where(rows.stable, worst, np.inf)
 
 
+def _last_meeting(ok: np.ndarray) -> int:
+    """Index of the row before the first one missing the targets (the last row when none misses)."""
+    return int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1
+
+
 def _evaluate(costs: PhaseCosts, role: Role, load: np.ndarray, quantiles: tuple[float, ...],
               instances: int = 1) -> Rows:
     if role == "prefill":
@@ -137,7 +142,7 @@ def _coarse_rows(costs: PhaseCosts, role: Role, quantiles, ttft, tpot, instances
     ok = _violation(rows, ttft, tpot) <= 1.0
     if not ok[0]:
         return None
-    return rows, (int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1)
+    return rows, _last_meeting(ok)
 
 
 def _fine_axis(rows: Rows, role: Role, last: int) -> np.ndarray | None:
@@ -160,7 +165,7 @@ def _best_row(costs: PhaseCosts, role: Role, quantiles, ttft, tpot,
         return rows, last, rows
     refined = _evaluate(costs, role, fine, quantiles, instances)
     fine_ok = _violation(refined, ttft, tpot) <= 1.0
-    return refined, (int(np.argmin(fine_ok)) - 1 if not fine_ok.all() else len(fine_ok) - 1), rows
+    return refined, _last_meeting(fine_ok), rows
 
 
 def _unloaded(costs: PhaseCosts, role: Role, q_ttft: float) -> tuple[float, float]:
@@ -307,7 +312,7 @@ def _colocated_rate_ceiling_rps(costs: PhaseCosts, quantiles, ttft, tpot) -> flo
     ok = _violation(floors, ttft, tpot) <= 1.0 + 1e-9
     if not ok[0]:
         return 0.0
-    top = len(grid) - 1 if ok.all() else int(np.argmin(ok))
+    top = min(_last_meeting(ok) + 1, len(grid) - 1)
     start, stop = grid[:top, None], grid[1:top + 1, None]
     points = (start + (stop - start) * np.linspace(0.0, 1.0, _FINE_POINTS)[None, :]).ravel()
     return float(colocated_rates_rps(costs, points).max()) * (1.0 + 1e-9)
@@ -367,6 +372,6 @@ def pool_capacities_rps(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Ro
             finer = _evaluate(pool if role == "prefill" else costs, role,
                               np.linspace(axis[k], axis[k + 1], _FINE_POINTS), quantiles, n)
             ok = _violation(finer, ttft_t, tpot_t) <= 1.0
-            rows, k = finer, (int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1)
+            rows, k = finer, _last_meeting(ok)
         result.append(float(rows.rate_rps[k]) * per_pool * headroom)
     return result

@@ -56,6 +56,11 @@ PROFILE_DESCRIPTION = ("a profile written by layoutopt calibrate, by content (th
                        "built-in constants of its engine on GPUs of its generation; never a server path")
 WorkloadInput = Annotated[str, Field(max_length=MAX_NAME_CHARS)] | dict[str, Any] | None
 CatalogName = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+# Options the solving endpoints share (one declaration each; the defaults stay at the fields).
+PrecisionChoice = Literal["auto", "bf16", "fp8", "fp4"]
+Headroom = Annotated[float, Field(gt=0, le=1, description="utilization ceiling per instance")]
+Tolerance = Annotated[float, Field(ge=0, le=0.5, description="status optimal = proven within this fraction of the "
+                                   "best")]
 WORKLOAD_DESCRIPTION = ("a preset name (chat, rag, agent, summarization, code) or a mapping in the workload.yaml "
                         "shape, e.g. {preset: chat, arrival_rate_rps: 5} or {input_tokens: {lognormal: {mean: 2000, "
                         "p90: 4000}}, output_tokens: 256}; trace files are not read, give trace_pairs inline")
@@ -92,8 +97,8 @@ class SolveRequest(_Request):
     mode: Literal["auto", "colocated", "disaggregated"] = "auto"
     engine: Engine = "vllm"
     profile: ProfileFile | None = Field(default=None, description=PROFILE_DESCRIPTION)
-    precision: Literal["auto", "bf16", "fp8", "fp4"] = "auto"
-    headroom: float = Field(default=0.7, gt=0, le=1, description="utilization ceiling per instance")
+    precision: PrecisionChoice = "auto"
+    headroom: Headroom = 0.7
     top_k: int = Field(default=0, ge=0, le=MAX_TOP_K, description="next-best distinct plans to return")
     time_limit_s: float = Field(default=10.0, gt=0, le=MAX_TIME_LIMIT_S,
                                 description=f"solver wall-time limit, at most {MAX_TIME_LIMIT_S:g} s")
@@ -189,13 +194,12 @@ class FleetRequest(_Request):
     objective: Objective = "min-cost"
     models: list[FleetMemberRequest] = Field(min_length=1, max_length=MAX_FLEET_MODELS)
     engine: Engine = "vllm"
-    precision: Literal["auto", "bf16", "fp8", "fp4"] = "auto"
-    headroom: float = Field(default=0.7, gt=0, le=1, description="utilization ceiling per instance")
+    precision: PrecisionChoice = "auto"
+    headroom: Headroom = 0.7
     time_limit_s: float = Field(default=10.0, gt=0, le=MAX_TIME_LIMIT_S,
                                 description=f"solver time limit (CP-SAT deterministic time), at most "
                                 f"{MAX_TIME_LIMIT_S:g} s; the naive split solved for comparison gets as much again")
-    tolerance_fraction: float = Field(default=0.02, ge=0, le=0.5, description="status optimal = proven within this "
-                                      "fraction of the best")
+    tolerance_fraction: Tolerance = 0.02
 
 
 class LengthRoutingRequest(_Request):
@@ -215,13 +219,12 @@ class LengthRoutingRequest(_Request):
                                    description="request rate to serve (default: the workload's arrival rate)")
     mode: Literal["auto", "colocated", "disaggregated"] = "auto"
     engine: Engine = "vllm"
-    precision: Literal["auto", "bf16", "fp8", "fp4"] = "auto"
-    headroom: float = Field(default=0.7, gt=0, le=1, description="utilization ceiling per instance")
+    precision: PrecisionChoice = "auto"
+    headroom: Headroom = 0.7
     time_limit_s: float = Field(default=10.0, gt=0, le=MAX_TIME_LIMIT_S,
                                 description=f"CP-SAT deterministic time shared by the thresholds' models, at most "
                                 f"{MAX_TIME_LIMIT_S:g} s; candidate evaluation (per class and threshold) comes on top")
-    tolerance_fraction: float = Field(default=0.02, ge=0, le=0.5, description="status optimal = proven within this "
-                                      "fraction of the best")
+    tolerance_fraction: Tolerance = 0.02
 
     @field_validator("model")
     @classmethod
