@@ -31,9 +31,11 @@ for it and ``engine_notes`` says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.engines.loader import load_engine_data
@@ -102,12 +104,51 @@ def check_layout(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec, layo
     data = load_engine_data(ref.name, ref.version)
     check = _Checker(ref, data)
     for rule in _SINGLE_RULES[ref.name]:
-        rule(check, model, gpu, layout, role)
+        rule.check(check, model, gpu, layout, role)
     if role == "prefill" and decode_layout is not None:
         _pair_rules(check, model, layout, decode_layout)
     elif role == "decode" and prefill_layout is not None:
         _pair_rules(check, model, prefill_layout, layout)
     return check.found
+
+
+def first_broken_rules(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec,
+                       columns: Mapping[str, np.ndarray]) -> list[str | None]:
+    """For many instances of ``model`` on ``gpu`` at once, the rule of ``check_layout``'s first
+    violation (None: the instance breaks none).
+
+    ``columns`` holds ``role`` and one array per ``Layout`` field, one entry per instance. Each
+    rule runs once per distinct value of what it reads (``_Rule.reads``), on the first instance
+    with that value; the instances it breaks take its first violation.
+    """
+    num_rows = len(columns["role"])
+    first: list[str | None] = [None] * num_rows
+    ref = parse_engine_ref(engine)
+    if not ref.has_data or not num_rows:
+        return first
+    data = load_engine_data(ref.name, ref.version)
+    # Each column as small integers, so the values a rule reads combine into one integer key.
+    codes = {name: np.unique(column, return_inverse=True)[1].reshape(-1) for name, column in columns.items()}
+    pending = np.arange(num_rows)  # rows no earlier rule broke
+    for rule in _SINGLE_RULES[ref.name]:
+        key = np.zeros(len(pending), dtype=np.int64)
+        for name in rule.reads:
+            key = key * (int(codes[name].max()) + 1) + codes[name][pending]
+        _, representatives, group_of = np.unique(key, return_index=True, return_inverse=True)
+        group_of = group_of.reshape(-1)
+        verdicts: list[str | None] = []
+        for row in pending[representatives].tolist():
+            check = _Checker(ref, data)
+            layout = Layout(**{field: columns[field][row].item() for field in Layout.model_fields})
+            rule.check(check, model, gpu, layout, str(columns["role"][row]))
+            verdicts.append(check.found[0].rule if check.found else None)
+        hit = np.array([v is not None for v in verdicts], dtype=bool)[group_of]
+        for row, group in zip(pending[hit].tolist(), group_of[hit].tolist()):
+            first[row] = verdicts[group]
+        pending = pending[~hit]
+        if not len(pending):
+            break
+    return first
 
 
 def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layout,
@@ -316,7 +357,26 @@ def _checkpoint(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout,
                   precision=layout.weight_precision, model=model.name)
 
 
-_SINGLE_RULES: dict[str, tuple[Callable, ...]] = {
-    "vllm": (_vllm_pcp, _vllm_dcp, _pp_kv_connector, _vllm_expert_parallel, _precision, _checkpoint),
-    "sglang": (_sglang_context_parallel, _pp_kv_connector, _sglang_expert_parallel, _precision, _checkpoint),
+@dataclass(frozen=True)
+class _Rule:
+    """A rule of one instance and what it reads of the role and layout (besides the model, the
+    GPU and the engine data); ``first_broken_rules`` checks it once per distinct value of these.
+    A rule that reads more must name it here (tests/test_engines_rules_columns.py compares)."""
+
+    check: Callable[[_Checker, ModelSpec, GpuSpec, Layout, Role], None]
+    reads: tuple[str, ...]
+
+
+_PCP = _Rule(_vllm_pcp, ("pcp_size",))
+_DCP = _Rule(_vllm_dcp, ("dcp_size", "tp_size", "pcp_size", "role"))
+_PP_KV = _Rule(_pp_kv_connector, ("pp_size", "role"))
+_EP = _Rule(_vllm_expert_parallel, ("ep_size", "tp_size", "dp_size", "pcp_size"))
+_PRECISION = _Rule(_precision, ("weight_precision", "kv_precision"))
+_CHECKPOINT = _Rule(_checkpoint, ("weight_precision",))
+_SGLANG_CP = _Rule(_sglang_context_parallel, ("pcp_size", "dcp_size", "tp_size", "dp_size"))
+_SGLANG_EP = _Rule(_sglang_expert_parallel, ("ep_size", "dp_size"))
+
+_SINGLE_RULES: dict[str, tuple[_Rule, ...]] = {
+    "vllm": (_PCP, _DCP, _PP_KV, _EP, _PRECISION, _CHECKPOINT),
+    "sglang": (_SGLANG_CP, _PP_KV, _SGLANG_EP, _PRECISION, _CHECKPOINT),
 }

@@ -2,9 +2,10 @@
 
 Three hooks keep ``solve`` from proposing what the engine version cannot run:
 
-- ``drop_rule_breakers``: a proposal that breaks a rule of one instance (PCP or DCP the attention
-  kind lacks, PP with the KV connector, EP, precision on the GPU generation) is dropped before
-  the performance model, counted as ``engine_rule:<rule>`` with the rule's source line;
+- the screen (``enumeration._screen_gpu`` with ``engines.first_broken_rules``): a proposal that
+  breaks a rule of one instance (PCP or DCP the attention kind lacks, PP with the KV connector,
+  EP, precision on the GPU generation) is dropped before the performance model, counted as
+  ``engine_rule:<rule>`` (``RULE_PREFIX``) with the rule's source line;
 - ``incompatible_pairs``: prefill and decode candidates the engine cannot connect (P/D TP
   divisibility, SGLang's P/D PP rule) become pairs the solver may not use together
   (``constraints.engine_pairs``), since every prefill instance of a plan hands KV to every decode
@@ -16,9 +17,9 @@ Three hooks keep ``solve`` from proposing what the engine version cannot run:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from layoutopt.engines import EngineRef, check_layout, check_pair
+from layoutopt.engines import EngineRef, check_pair
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
 from layoutopt.optimizer.filters import drop_dominated
@@ -26,25 +27,6 @@ from layoutopt.optimizer.space import Proposal
 from layoutopt.plan import Layout
 
 RULE_PREFIX = "engine_rule:"
-
-
-def drop_rule_breakers(engine: EngineRef | None, model: ModelSpec, proposals: Sequence[Proposal],
-                       drop: Callable[[str, str], None]) -> list[Proposal]:
-    """The proposals ``engine`` can run; each other one is reported to ``drop(filter name, reason)``.
-
-    ``engine`` None (a profile object named after no known engine) checks nothing.
-    """
-    if engine is None:
-        return list(proposals)
-    kept = []
-    for proposal in proposals:
-        broken = check_layout(engine, model, proposal.gpu, proposal.layout, proposal.role)
-        if broken:
-            first = broken[0]
-            drop(RULE_PREFIX + first.rule, f"{proposal.name}: {first}")
-        else:
-            kept.append(proposal)
-    return kept
 
 
 def _pair_key(layout: Layout) -> tuple[int, int]:

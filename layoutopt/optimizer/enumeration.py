@@ -1,9 +1,10 @@
 """Build the ``CandidateTable``: propose layouts, filter them, ask the performance model.
 
-Proposals come from ``space.enumerate_proposals``; the structural filters drop those that cannot
-run; every survivor gets an ``InstancePerf`` (capacity at the SLO with headroom, latency
-percentiles, unloaded latencies); the latency floor and the capacity check drop those that cannot
-meet the SLO; dominated candidates go last. Every drop is counted under its filter's name.
+Proposals come from ``space`` (as columns, ``proposal_columns``); the structural filters and the
+engine rules drop those that cannot run, all proposals of a GPU type at once; every survivor gets
+an ``InstancePerf`` (capacity at the SLO with headroom, latency percentiles, unloaded latencies);
+the latency floor and the capacity check drop those that cannot meet the SLO; dominated
+candidates go last. Every drop is counted under its filter's name.
 """
 
 from __future__ import annotations
@@ -12,33 +13,37 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
+
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.engines import EngineRef, engine_ref_of
+from layoutopt.engines import EngineRef, check_layout, engine_ref_of, first_broken_rules
 from layoutopt.optimizer.candidates import (
     Candidate, CandidateTable, FilterRecord, LatencyFloor, ModeChoice, OverBudget,
 )
-from layoutopt.optimizer.engine_rules import (
-    drop_rule_breakers, incompatible_pairs, pairing_signatures, prune_with_pairing,
+from layoutopt.optimizer.engine_rules import RULE_PREFIX, incompatible_pairs, pairing_signatures, prune_with_pairing
+from layoutopt.optimizer.filters import (
+    STRUCTURAL_FILTERS, STRUCTURAL_MASKS, FilterContext, dominates_strictly, latency_floor,
 )
-from layoutopt.optimizer.filters import STRUCTURAL_FILTERS, FilterContext, dominates_strictly, latency_floor
 from layoutopt.plan import Percentiles
 from layoutopt.optimizer.pooling import with_pool_capacities
 from layoutopt.optimizer.pre_cuts import DEFAULT_PRE_CUTS, PreCuts
-from layoutopt.optimizer.space import Proposal, enumerate_proposals, proposal_count
+from layoutopt.optimizer.space import Proposal, ProposalColumns, proposal_columns, proposal_count
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY, EngineProfile
 from layoutopt.perf_model.capacity import InstancePerf
 from layoutopt.optimizer.evaluation import Dominated, capacities, parallel_map, pruned_capacities
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
-from layoutopt.plan import Role
+from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link, inter_node_link
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
 
 # Lengths a sequence must fit at in memory: the long requests of the workload, not the mean.
 FIT_QUANTILE = 0.99
-# Proposals (all GPU types) from which screening them in worker processes pays for starting them.
-MIN_PARALLEL_SCREEN_PROPOSALS = 8000
+# Proposals (all GPU types) from which screening them in worker processes pays for starting them:
+# the screens take about 5 us a proposal (deepseek-v3 over the catalog: 50,832 in 0.3 CPU s on
+# one core, 0.6 CPU s in two workers that each load the engine data again).
+MIN_PARALLEL_SCREEN_PROPOSALS = 400_000
 
 
 class _Tally:
@@ -75,9 +80,10 @@ class _Tally:
         return LatencyFloor(candidate=proposal.name, role=proposal.role, gpu=proposal.gpu.name,
                             layout=proposal.layout, latency_ms=latency_ms)
 
-    def drop(self, name: str, reason: str, rank: float | None = None) -> None:
-        """Count a drop; the example is the first reason, or the lowest-``rank`` one when ranks are given."""
-        self.counts[name] = self.counts.get(name, 0) + 1
+    def drop(self, name: str, reason: str, rank: float | None = None, count: int = 1) -> None:
+        """Count ``count`` drops (``reason`` that of the first, or of the lowest-``rank`` one); the
+        example is the first reason, or the lowest-``rank`` one when ranks are given."""
+        self.counts[name] = self.counts.get(name, 0) + count
         if rank is None:
             self.examples.setdefault(name, reason)
         elif name not in self._ranks or rank < self._ranks[name]:
@@ -130,25 +136,6 @@ def kv_link_of(gpu: GpuSpec, kv_links: Mapping[str, Link] | None) -> Link:
     return inter_node_link(gpu)
 
 
-def structural_survivors(ctx: FilterContext, proposals: Sequence[Proposal], tally: _Tally,
-                         pre_cuts: PreCuts | None = None) -> list[Proposal]:
-    kept = []
-    checks = list(STRUCTURAL_FILTERS) + (pre_cuts.filters() if pre_cuts is not None else [])
-    for proposal in proposals:
-        for name, check in checks:
-            reason = check(ctx, proposal)
-            if reason:
-                # The budget's example is the smallest instance it cannot hold (diagnosis quotes it).
-                if name == "budget":
-                    tally.over_budget(proposal)
-                tally.drop(name, f"{proposal.role} on {proposal.gpu.name}: {reason}",
-                           proposal.layout.gpus_per_instance if name == "budget" else None)
-                break
-        else:
-            kept.append(proposal)
-    return kept
-
-
 @dataclass(frozen=True)
 class _Screen:
     """What the structural and engine-rule screens of every GPU type share."""
@@ -160,13 +147,81 @@ class _Screen:
     cuts: PreCuts
 
 
+def _first_drops(screen: _Screen, columns: ProposalColumns) -> tuple[list[str], np.ndarray]:
+    """(the structural filters in order, the index of the first one that drops each proposal; -1: none)."""
+    masks = STRUCTURAL_MASKS | screen.cuts.masks()
+    names = [name for name, _ in STRUCTURAL_FILTERS] + [name for name, _ in screen.cuts.filters()]
+    first = np.full(len(columns), -1)
+    alive = np.ones(len(columns), dtype=bool)
+    for i, name in enumerate(names):
+        drops = masks[name](screen.ctx, columns, alive) & alive
+        first[drops] = i
+        alive &= ~drops
+    return names, first
+
+
+def _tally_structural(screen: _Screen, columns: ProposalColumns, names: list[str], first: np.ndarray,
+                      tally: _Tally) -> None:
+    """Record the structural drops as one pass over the proposals in order records them: names in
+    the order of their first drop, the first one's reason (the budget's: the smallest instance's).
+    The reasons come from the per-proposal filters (``STRUCTURAL_FILTERS``)."""
+    checks = dict(STRUCTURAL_FILTERS) | dict(screen.cuts.filters())
+
+    def reason(name: str, row: int) -> str:
+        proposal = columns.proposal(row)
+        found = checks[name](screen.ctx, proposal)
+        if not found:
+            raise RuntimeError(f"filter {name!r} keeps {proposal.name}, which its mask drops")
+        return f"{proposal.role} on {proposal.gpu.name}: {found}"
+
+    dropped = [(int(rows[0]), i, rows) for i in range(len(names)) if len(rows := np.flatnonzero(first == i))]
+    gpus = columns.gpus_per_instance
+    for _, i, rows in sorted(dropped, key=lambda d: d[0]):
+        name = names[i]
+        if name != "budget":
+            tally.drop(name, reason(name, int(rows[0])), count=len(rows))
+            continue
+        # The budget's example is the smallest instance it cannot hold (diagnosis quotes it): the
+        # first of the fewest GPUs, and for ``over_budget`` the first of the fewest GPUs, then dollars.
+        price = columns.gpu.price.typical_usd_per_hour if columns.gpu.price is not None else 0.0
+        tally.over_budget(columns.proposal(int(rows[np.lexsort((rows, price * gpus[rows], gpus[rows]))[0]])))
+        row = int(rows[np.argmin(gpus[rows])])
+        tally.drop(name, reason(name, row), int(gpus[row]), count=len(rows))
+
+
 def _screen_gpu(screen: _Screen, gpu: GpuSpec) -> tuple[list[Proposal], _Tally, _Tally, int]:
     """(proposals of ``gpu`` that pass the structural filters and the engine rules, the drops of
-    each stage, how many were proposed)."""
+    each stage, how many were proposed): each filter and rule over all proposals at once
+    (``filters.STRUCTURAL_MASKS``, ``engines.first_broken_rules``); ``Proposal`` objects only for
+    the survivors and the quoted examples."""
     structural, rules = _Tally(), _Tally()
-    proposals = list(enumerate_proposals(screen.ctx.model, [gpu], list(screen.roles), screen.precision))
-    survivors = structural_survivors(screen.ctx, proposals, structural, screen.cuts)
-    return drop_rule_breakers(screen.engine, screen.ctx.model, survivors, rules.drop), structural, rules, len(proposals)
+    columns = proposal_columns(screen.ctx.model, gpu, list(screen.roles), screen.precision)
+    names, first = _first_drops(screen, columns)
+    _tally_structural(screen, columns, names, first, structural)
+    rows = np.flatnonzero(first < 0)
+    broken: list[str | None] = [None] * len(rows)
+    if screen.engine is not None:
+        broken = first_broken_rules(screen.engine, screen.ctx.model, gpu,
+                                    columns.layouts(rows) | {"role": columns.role[rows]})
+    layouts: dict[tuple, Layout] = {}
+    kept: list[Proposal] = []
+    rule_drops: dict[str, list[int]] = {}
+    for row, rule in zip(rows.tolist(), broken):
+        if rule is not None:
+            rule_drops.setdefault(rule, []).append(row)
+            continue
+        # One Layout object per layout of this GPU, whatever the role (the memos downstream look
+        # arguments up by identity first).
+        key = columns.layout_key(row)
+        if key not in layouts:
+            layouts[key] = columns.layout(row)
+        layout = layouts[key]
+        kept.append(columns.proposal(row, layout))
+    for rule, dropped in rule_drops.items():
+        proposal = columns.proposal(dropped[0])
+        first_violation = check_layout(screen.engine, screen.ctx.model, gpu, proposal.layout, proposal.role)[0]
+        rules.drop(RULE_PREFIX + rule, f"{proposal.name}: {first_violation}", count=len(dropped))
+    return kept, structural, rules, len(columns)
 
 
 def screened_proposals(screen: _Screen, gpus: Sequence[GpuSpec], tally: _Tally) -> tuple[list[Proposal], int]:

@@ -3,20 +3,23 @@
 Each filter returns None to keep a proposal or a one-line reason to drop it; enumeration counts
 the drops per filter name and keeps the first reason as an example, which the explanations and
 the infeasibility diagnosis read. Structural filters run in ``STRUCTURAL_FILTERS`` order, so a
-proposal is charged to the first rule it breaks.
+proposal is charged to the first rule it breaks. ``STRUCTURAL_MASKS`` holds each structural filter
+for all proposals of one GPU type at once (``space.ProposalColumns``); the screen runs those and
+asks the per-proposal filter only for the reasons it quotes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.errors import LayoutError
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
 from layoutopt.optimizer.scaling import cost_units, rate_units
-from layoutopt.optimizer.space import Proposal
+from layoutopt.optimizer.space import Proposal, ProposalColumns
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.calibration import EngineLike
 from layoutopt.perf_model.precision import weight_precision_supported
@@ -42,6 +45,10 @@ class FilterContext(BaseModel):
     def context_tokens(self, proposal: Proposal) -> float:
         """Context one sequence must fit at: the long requests of the workload (p99 lengths)."""
         return self.prefill_fit_context_tokens if proposal.role == "prefill" else self.fit_context_tokens
+
+    def context_tokens_of(self, columns: ProposalColumns) -> np.ndarray:
+        """``context_tokens`` of each proposal of ``columns``."""
+        return np.where(columns.role == "prefill", self.prefill_fit_context_tokens, self.fit_context_tokens)
 
     def max_batch(self, proposal: Proposal, layout: Layout | None = None) -> int:
         return memory.max_batch_size(self.model, proposal.gpu, layout or proposal.layout,
@@ -129,6 +136,68 @@ STRUCTURAL_FILTERS: tuple[tuple[str, StructuralFilter], ...] = (
     ("memory fit", memory_fit),
     ("budget", budget_holds_one),
 )
+
+
+# ----------------------------------------------------------------------------------------------
+# The structural filters over all proposals of one GPU type: ``drops(ctx, columns, alive)`` marks
+# the proposals the filter drops, read only where ``alive`` (no earlier filter dropped them).
+
+StructuralMask = Callable[[FilterContext, ProposalColumns, np.ndarray], np.ndarray]
+
+
+def _per_value(column: np.ndarray, value_of: Callable) -> np.ndarray:
+    distinct, inverse = np.unique(column, return_inverse=True)
+    return np.array([value_of(str(v)) for v in distinct], dtype=bool)[inverse.reshape(-1)]
+
+
+def precision_support_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    return _per_value(c.weight_precision, lambda w: not weight_precision_supported(c.gpu, w))
+
+
+def scaleup_domain_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    return c.gpus_per_stage > c.gpu.scaleup_domain_gpus
+
+
+def cluster_free_domain_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    free = ctx.max_stage_gpus.get(c.gpu.name)
+    return c.gpus_per_stage > free if free is not None else np.zeros(len(c), dtype=bool)
+
+
+def divisibility_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    return ~memory.layouts_pass_check(ctx.model, c.gpu, c.layouts())
+
+
+def context_parallel_role_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    return (((c.degree("dcp_size") > 1) & (c.role == "prefill"))
+            | ((c.degree("pcp_size") > 1) & (c.role == "decode")))
+
+
+def memory_fit_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    drops = np.zeros(len(c), dtype=bool)
+    rows = np.flatnonzero(alive)
+    drops[rows] = ~memory.fits_one_sequence(ctx.model, c.gpu, c.layouts(rows), ctx.context_tokens_of(c)[rows],
+                                            ctx.engine)
+    return drops
+
+
+def budget_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    gpus = c.gpus_per_instance
+    limit = ctx.gpu_limits.get(c.gpu.name)
+    drops = gpus > limit if limit is not None else np.zeros(len(c), dtype=bool)
+    if ctx.max_usd_per_hour is not None and c.gpu.price is not None:
+        drops |= c.gpu.price.typical_usd_per_hour * gpus > ctx.max_usd_per_hour * (1 + 1e-9)
+    return drops
+
+
+STRUCTURAL_MASKS: dict[str, StructuralMask] = {
+    "precision support": precision_support_drops,
+    "scale-up domain": scaleup_domain_drops,
+    "free GPUs per domain": cluster_free_domain_drops,
+    "divisibility": divisibility_drops,
+    "context parallelism": context_parallel_role_drops,
+    "memory fit": memory_fit_drops,
+    "budget": budget_drops,
+}
 
 
 def latency_floor(ctx: FilterContext, candidate_role: str, unloaded_ttft_ms: float | None,

@@ -25,10 +25,12 @@ that (cut on -> off): deepseek-v3 on '$400/h' 73 -> 85 candidates, both optimal;
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.optimizer.filters import FilterContext
-from layoutopt.optimizer.space import Proposal
+from layoutopt.optimizer.space import Proposal, ProposalColumns
+from layoutopt.perf_model import memory
 
 # The old PCP threshold: p90 prompt tokens below which PCP was not proposed.
 FORMER_PCP_MIN_PROMPT_TOKENS = 16_384
@@ -50,6 +52,10 @@ class PreCuts(BaseModel):
             chosen.append(("PCP for long prompts only", pcp_long_prompts_only))
         return chosen
 
+    def masks(self) -> dict[str, object]:
+        """The chosen cuts over all proposals of one GPU type (``filters.STRUCTURAL_MASKS``)."""
+        return {name: PRE_CUT_MASKS[name] for name, _ in self.filters()}
+
 
 def pipeline_needed(ctx: FilterContext, p: Proposal) -> str | None:
     """Heuristic: keep pp > 1 only when half as many stages would not fit."""
@@ -68,6 +74,21 @@ def pcp_long_prompts_only(ctx: FilterContext, p: Proposal) -> str | None:
         return f"{p.layout.short_name()}: p90 prompt {ctx.p90_input_tokens:.0f} tokens"
     return None
 
+
+def pipeline_needed_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    pp = c.degree("pp_size")
+    drops = np.zeros(len(c), dtype=bool)
+    rows = np.flatnonzero(alive & (pp > 1))
+    shallower = c.layouts(rows) | {"pp_size": pp[rows] // 2}
+    drops[rows] = memory.fits_one_sequence(ctx.model, c.gpu, shallower, ctx.context_tokens_of(c)[rows], ctx.engine)
+    return drops
+
+
+def pcp_long_prompts_only_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
+    return (c.degree("pcp_size") > 1) & (ctx.p90_input_tokens < FORMER_PCP_MIN_PROMPT_TOKENS)
+
+
+PRE_CUT_MASKS = {"pipeline needed": pipeline_needed_drops, "PCP for long prompts only": pcp_long_prompts_only_drops}
 
 # The cuts ``build_candidate_table`` applies when none are given: none (see the module docstring).
 DEFAULT_PRE_CUTS = PreCuts()

@@ -20,7 +20,9 @@ prefill (see ``pre_cuts``).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.hardware_catalog.schemas import PRECISIONS, GpuSpec, Precision
@@ -119,3 +121,69 @@ def proposal_count(model: ModelSpec, gpu: GpuSpec, roles: list[Role], precision:
     """How many proposals ``enumerate_proposals`` makes for ``gpu``, without building them."""
     pairs = len(precision_pairs(gpu, precision, model))
     return sum(pairs * sum(1 for _ in degree_combinations(model, gpu, role)) for role in roles)
+
+
+LAYOUT_DEGREES = ("tp_size", "pp_size", "ep_size", "dp_size", "dcp_size", "pcp_size")
+
+
+@dataclass(frozen=True)
+class ProposalColumns:
+    """The proposals ``enumerate_proposals`` makes for one GPU type, as columns in its order:
+    screens test many proposals at once and build ``Proposal`` objects only for the survivors."""
+
+    gpu: GpuSpec
+    role: np.ndarray               # str, one entry per proposal
+    degrees: np.ndarray            # int64, shape (n, 6): ``LAYOUT_DEGREES``
+    weight_precision: np.ndarray   # str
+    kv_precision: np.ndarray       # str
+
+    def __len__(self) -> int:
+        return len(self.role)
+
+    def degree(self, field: str) -> np.ndarray:
+        return self.degrees[:, LAYOUT_DEGREES.index(field)]
+
+    @property
+    def gpus_per_stage(self) -> np.ndarray:
+        return self.degree("tp_size") * self.degree("pcp_size") * self.degree("dp_size")
+
+    @property
+    def gpus_per_instance(self) -> np.ndarray:
+        return self.gpus_per_stage * self.degree("pp_size")
+
+    def layouts(self, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """One array per ``Layout`` field (of ``rows``, all by default)."""
+        take = slice(None) if rows is None else rows
+        columns = {field: self.degrees[take, i] for i, field in enumerate(LAYOUT_DEGREES)}
+        return columns | {"weight_precision": self.weight_precision[take], "kv_precision": self.kv_precision[take]}
+
+    def layout_key(self, row: int) -> tuple:
+        return (*self.degrees[row].tolist(), str(self.weight_precision[row]), str(self.kv_precision[row]))
+
+    def layout(self, row: int) -> Layout:
+        key = self.layout_key(row)
+        return Layout(**dict(zip(LAYOUT_DEGREES, key[:6])), weight_precision=key[6], kv_precision=key[7])
+
+    def proposal(self, row: int, layout: Layout | None = None) -> Proposal:
+        return Proposal(role=str(self.role[row]), gpu=self.gpu, layout=layout or self.layout(row))
+
+
+def proposal_columns(model: ModelSpec, gpu: GpuSpec, roles: list[Role], precision: str) -> ProposalColumns:
+    """``enumerate_proposals(model, [gpu], roles, precision)`` as columns, in the same order."""
+    pairs = precision_pairs(gpu, precision, model)
+    role_parts, degree_parts, weight_parts, kv_parts = [], [], [], []
+    for role in roles:
+        degrees = np.array([[d[f] for f in LAYOUT_DEGREES] for d in degree_combinations(model, gpu, role)],
+                           dtype=np.int64).reshape(-1, len(LAYOUT_DEGREES))
+        count = len(degrees) * len(pairs)
+        role_parts.append(np.full(count, role))
+        degree_parts.append(np.tile(degrees, (len(pairs), 1)))
+        weight_parts.append(np.repeat(np.array([w for w, _ in pairs], dtype=object), len(degrees)))
+        kv_parts.append(np.repeat(np.array([kv for _, kv in pairs], dtype=object), len(degrees)))
+
+    def joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+    return ProposalColumns(gpu=gpu, role=joined(role_parts, str),
+                           degrees=np.concatenate(degree_parts) if degree_parts else np.zeros((0, 6), np.int64),
+                           weight_precision=joined(weight_parts, str), kv_precision=joined(kv_parts, str))

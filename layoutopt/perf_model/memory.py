@@ -24,9 +24,11 @@ The largest batch that fits at a context length bounds decode concurrency.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.errors import LayoutError
@@ -225,6 +227,70 @@ def max_batch_size(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_token
     return _fit(_coefficients(model, gpu, layout, engine, gpu_memory_utilization), context_tokens)[2]
 
 
+def _per_value(column: np.ndarray, value_of: Callable) -> np.ndarray:
+    """``value_of(v)`` for each entry of ``column``, computed once per distinct value."""
+    distinct, inverse = np.unique(column, return_inverse=True)
+    return np.array([value_of(v.item()) for v in distinct], dtype=float)[inverse]
+
+
+def fits_one_sequence(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.ndarray],
+                      context_tokens: "np.ndarray | float", engine: EngineLike = "vllm") -> np.ndarray:
+    """``max_batch_size(model, gpu, layout, context_tokens, engine) >= 1`` for many layouts at once.
+
+    ``layouts`` holds one array per ``Layout`` field (``tp_size`` ... ``kv_precision``), one entry
+    per layout; ``context_tokens`` a number or one per layout. Term by term the arithmetic of
+    ``_coefficients`` and ``_fit`` in the same order, so every float is the scalar path's
+    (tests/test_memory_columns.py holds the two equal): a term that reads one field is the scalar
+    function's own value for each distinct entry. ``kv // per_sequence >= 1`` is ``kv >= per_sequence``
+    for positive floats (floor division rounds a quotient of at least one to at least one).
+    """
+    profile = resolve_engine(engine, gpu)
+    tp, pp, dp, ep = (np.asarray(layouts[f], dtype=np.int64) for f in ("tp_size", "pp_size", "dp_size", "ep_size"))
+    pcp, dcp = (np.asarray(layouts[f], dtype=np.int64) for f in ("pcp_size", "dcp_size"))
+    weight, kv = np.asarray(layouts["weight_precision"]), np.asarray(layouts["kv_precision"])
+    stage_fraction = _per_value(pp, lambda v: math.ceil(model.num_layers / v) / model.num_layers)
+    # weight_bytes_per_gpu
+    dense = _per_value(weight, lambda w: (model.attention_params + model.dense_params_total) * BYTES_PER_VALUE[w]) / tp
+    experts = _per_value(weight, lambda w: model.expert_params_total * expert_bytes_per_value(model, w)) / (tp * dp)
+    tables = np.where((pp > 1) | model.tie_word_embeddings, 1, 2)
+    embedding = _per_value(tables, lambda t: t * model.vocab_size * model.hidden_size * BYTES_PER_VALUE["bf16"]) / tp
+    weights = (dense + experts) * stage_fraction + embedding
+    # activation_bytes_per_gpu
+    ffn_values = (2.0 * model.intermediate_size / tp if model.num_dense_layers else np.zeros(tp.shape))
+    if model.is_moe:
+        moe_tp = tp * dp // ep
+        routed = 2.0 * model.num_experts_per_token * model.moe_intermediate_size * dp / (ep * moe_tp)
+        ffn_values = np.maximum(ffn_values, routed)
+    per_token = (ACTIVATION_PEAK_HIDDEN_VECTORS * model.hidden_size + ffn_values) * ACTIVATION_BYTES_PER_VALUE
+    logits = SAMPLER_MAX_NUM_SEQS * model.vocab_size / tp * LOGIT_BYTES_PER_VALUE
+    activation = profile.max_num_batched_tokens / pcp * per_token + logits
+    # _budget
+    if profile.kv_memory_policy == "static_fraction":
+        # sglang_mem_fraction_static reads tp, dp and pp of the layout; one call per distinct triple.
+        triple = np.stack([tp, dp, pp], axis=1)
+        distinct, inverse = np.unique(triple, axis=0, return_inverse=True)
+        statics = np.array([sglang_mem_fraction_static(gpu, Layout(tp_size=int(t), dp_size=int(d), pp_size=int(p)),
+                                                       profile.max_num_batched_tokens) for t, d, p in distinct])
+        headroom = (1.0 - statics[inverse.reshape(-1)]) * gpu.memory_bytes
+        usable, reserve = float(gpu.memory_bytes), np.maximum(headroom - activation, 0.0)
+    else:
+        gpus_per_instance = tp * pp * pcp * dp
+        reserve = np.where(gpus_per_instance > 1, (profile.runtime_reserve_gib + profile.nccl_buffer_gib) * _GIB,
+                           (profile.runtime_reserve_gib + 0.0) * _GIB)
+        usable = gpu.memory_bytes * profile.gpu_memory_fraction
+    # KV bytes per token per layer: kv_head_share / context_shards x bytes per value, on this stage's layers
+    head_share = _per_value(tp, lambda t: kv_head_share(model, Layout(tp_size=t)))
+    kv_factor = head_share / (dcp * pcp) * _per_value(kv, lambda k: BYTES_PER_VALUE[k])
+    per_layer_token = model.kv_values_per_token_per_layer * kv_factor * stage_fraction
+    state = model.linear_state_bytes_per_sequence / tp * stage_fraction
+    # _fit
+    kv_capacity = usable - weights - activation - reserve
+    window = float(model.sliding_window_tokens or 0)
+    per_sequence = (model.num_full_attention_layers * per_layer_token * context_tokens
+                    + model.num_sliding_window_layers * per_layer_token * np.minimum(context_tokens, window) + state)
+    return (kv_capacity > 0) & (per_sequence > 0) & (kv_capacity >= per_sequence)
+
+
 def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: float, engine: EngineLike = "vllm",
                gpu_memory_utilization: float | None = None) -> MemoryBreakdown:
     """The breakdown when at least one sequence of ``context_tokens`` fits; else LayoutError saying
@@ -241,6 +307,32 @@ def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: f
         f"{mem.usable_bytes / gpu.memory_bytes:.3g} x {gpu.memory_gib:g} GiB = {mem.usable_bytes / _GIB:.1f} GiB "
         f"is usable: misses by {(need - mem.usable_bytes) / _GIB:.1f} GiB",
         hint="raise tp_size or pp_size, or use a smaller weight or KV precision")
+
+
+def layouts_pass_check(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Whether ``check_layout(model, gpu, layout)`` passes, for many layouts at once (``layouts``
+    as in ``fits_one_sequence``): the same rules over arrays (tests/test_memory_columns.py holds
+    the two equal)."""
+    tp, pp, ep, dp, dcp, pcp = (np.asarray(layouts[f], dtype=np.int64) for f in
+                                ("tp_size", "pp_size", "ep_size", "dp_size", "dcp_size", "pcp_size"))
+    kv = model.num_kv_heads
+    ok = model.num_attention_heads % tp == 0
+    if model.attention_kind != "mla":
+        ok &= np.where(tp > kv, tp % kv, kv % tp) == 0
+    if model.num_linear_attention_layers:
+        ok &= (model.linear_num_key_heads % tp == 0) & (model.linear_num_value_heads % tp == 0)
+    ok &= pp <= model.num_layers
+    if model.is_moe:
+        ok &= model.num_experts % ep == 0
+    else:
+        ok &= (ep == 1) & (dp == 1)
+    kv_heads = 1 if model.attention_kind == "mla" else kv
+    ok &= (dcp == 1) | (dcp * kv_heads <= tp)
+    ok &= tp * pcp * dp <= gpu.scaleup_domain_gpus
+    weight = np.asarray(layouts["weight_precision"])
+    distinct, inverse = np.unique(weight, return_inverse=True)
+    ok &= np.array([weight_precision_supported(gpu, str(w)) for w in distinct], dtype=bool)[inverse.reshape(-1)]
+    return ok
 
 
 def check_layout(model: ModelSpec, gpu: GpuSpec, layout: Layout, allow_cross_domain: bool = False) -> None:
