@@ -4,6 +4,7 @@ capacity would silently lose plans. Also: the pruned table equals the unpruned o
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -41,12 +42,14 @@ def test_bound_is_never_below_the_capacity(case, role, preset, ttft_ms, tpot_ms,
     link = inter_node_link(gpu) if role == "prefill" else None
     perf = instance_capacity(model, gpu, layout, role, workload, slo, headroom=headroom, kv_link=link)
     bound = capacity_upper_bound(model, gpu, layout, role, workload, slo, headroom=headroom, kv_link=link)
-    cheap = capacity_upper_bound(model, gpu, layout, role, workload, slo, headroom=headroom, kv_link=link,
-                                 tight=False)
+    floors, cheapest = (capacity_upper_bound(model, gpu, layout, role, workload, slo, headroom=headroom,
+                                             kv_link=link, tier=tier) for tier in ("floors", "tpot"))
     assert perf.capacity_rps <= bound.capacity_rps * (1 + 1e-12)
-    # The cheap tier (TPOT floors, every refinement interval below their first miss) is looser.
-    assert bound.capacity_rps <= cheap.capacity_rps * (1 + 1e-12)
-    assert cheap.unloaded_ttft_ms == bound.unloaded_ttft_ms
+    # The cheaper tiers (TPOT floors, every refinement interval below their first miss; then the
+    # same without the TTFT targets) are looser.
+    assert bound.capacity_rps <= floors.capacity_rps * (1 + 1e-12)
+    assert floors.capacity_rps <= cheapest.capacity_rps * (1 + 1e-12)
+    assert cheapest.unloaded_ttft_ms == floors.unloaded_ttft_ms == bound.unloaded_ttft_ms
     assert bound.unloaded_ttft_ms == pytest.approx(perf.unloaded_ttft_ms)
     assert bound.unloaded_tpot_ms == pytest.approx(perf.unloaded_tpot_ms)
 
@@ -83,7 +86,8 @@ def test_tpot_floors_never_exceed_the_tpot_quantiles():
     """The cheap bound's premise: ``colocated_rows(tpot_floor=True)`` has the same TTFT and
     stability and TPOT quantiles at or below the mixture's, row by row."""
     from layoutopt.perf_model.costs import phase_costs
-    from layoutopt.perf_model.load import colocated_rows
+    from layoutopt.perf_model.load import colocated_rates_rps, colocated_rows
+    from layoutopt.perf_model.load_colocated import colocated_tpot_floors
     from layoutopt.perf_model.load_rows import batch_grid
 
     for name, gpu_name, layout in CASES:
@@ -99,3 +103,8 @@ def test_tpot_floors_never_exceed_the_tpot_quantiles():
             assert (floors.tpot_q_s <= rows.tpot_q_s * (1 + 1e-9)).all()
             assert (floors.ttft_q_s == rows.ttft_q_s).all() and (floors.stable == rows.stable).all()
             assert (floors.tpot_q_s < rows.tpot_q_s * 0.999).any()  # a floor, not the same numbers
+            # The TTFT-free version computes the same floors, stability and rates.
+            probe = np.linspace(1.0, float(costs.max_batch_size), 7)
+            tpot_q, stable, rates = colocated_tpot_floors(costs, grid, quantiles, probe=probe)
+            assert (tpot_q == floors.tpot_q_s).all() and (stable == floors.stable).all()
+            assert (rates == colocated_rates_rps(costs, probe)).all()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from layoutopt.perf_model.calibration import get_engine_profile
 from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
-from layoutopt.perf_model.costs import PhaseCosts
+from layoutopt.perf_model.costs import PhaseCosts, StepFacts
 from layoutopt.perf_model.load import load_at_rate, rows_at_rate
 from layoutopt.perf_model.queueing import (
     NO_WAIT,
@@ -47,9 +47,9 @@ def _costs(input_tokens=(1000.0,), weights=(1.0,), output_tokens=200.0, max_batc
         input_tokens=tokens, input_weights=w,
         input_tokens_uncached=tokens, output_tokens_mean=output_tokens, prefill_s=prefill,
         prefill_occupancy_s=prefill, kv_transfer_s=np.full_like(tokens, kv_s), batch_grid=grid,
-        decode_step_s=decode_base_s + decode_s_per_seq * grid, chunk_s_per_token=prefill_s_per_token,
-        chunk_tokens=chunk, max_batch_size=max_batch, prefill_servers=servers, prefill_bottleneck="compute",
-        decode_bottleneck="memory", prompts_per_step=max(1.0, chunk // float((tokens * w).sum())),
+        decode_step_s=decode_base_s + decode_s_per_seq * grid,
+        chunk_tokens=chunk, max_batch_size=max_batch, prefill_servers=servers,
+        step_facts=StepFacts.known("compute", "memory", prefill_s_per_token), prompts_per_step=max(1.0, chunk // float((tokens * w).sum())),
         inverse_decode_steps_mean=1.0 / (output_tokens - 1.0), prompt_batches=np.array([1.0, float(max_batch)]),
         prompt_extra_s=np.vstack([prefill, prefill]), prefill_poly_s=(0.0, prefill_s_per_token, 0.0),
         input_moments=moments)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model.capacity import (
-    CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity, pool_capacities_rps,
+    BOUND_TIERS, BoundTier, CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity, pool_capacities_rps,
 )
 from layoutopt.perf_model.links import Link
 from layoutopt.plan import Layout, Role
@@ -158,10 +158,10 @@ def _cached(key: tuple) -> InstancePerf | None:
         return _cache.get(key)
 
 
-def _bound(shared: _Shared, job: Job, tight: bool = True) -> CapacityBound:
+def _bound(shared: _Shared, job: Job, tier: BoundTier) -> CapacityBound:
     gpu, layout, role, link = job
     return capacity_upper_bound(shared.model, gpu, layout, role, shared.workload, shared.slo, engine=shared.engine,
-                                headroom=shared.headroom, kv_link=link, tight=tight)
+                                headroom=shared.headroom, kv_link=link, tier=tier)
 
 
 def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple], shapes: Sequence,
@@ -169,10 +169,11 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
     """One group, smallest instances first and, among equals, the highest bound first: a proposal
     is evaluated unless an evaluated one dominates it at its upper bound.
 
-    Bounds come in two tiers: the cheap one (``capacity_upper_bound(tight=False)``) for every
-    proposal, the tight one only where the cheap one proves nothing (colocated; the two are the
-    same for the other roles)."""
-    bounds = [_bound(shared, job, tight=False) for job in jobs]
+    Colocated bounds come in tiers (``perf_model.capacity.BOUND_TIERS``): the cheapest for every
+    proposal, each tighter one only where the looser ones prove nothing (the other roles have
+    one bound)."""
+    cheapest, *tighter = BOUND_TIERS
+    bounds = [_bound(shared, job, cheapest) for job in jobs]
     order = sorted(range(len(jobs)), key=lambda i: (shapes[i].gpus_per_instance, -bounds[i].capacity_rps,
                                                     shapes[i].name))
     results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
@@ -189,8 +190,11 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
 
     for i in order:
         skip = dominated(i, bounds[i])
-        if skip is None and jobs[i][2] == "colocated" and bounds[i].capacity_rps > 0 and winners:
-            skip = dominated(i, _bound(shared, jobs[i]))
+        if jobs[i][2] == "colocated" and bounds[i].capacity_rps > 0 and winners:
+            for tier in tighter:
+                if skip is not None:
+                    break
+                skip = dominated(i, _bound(shared, jobs[i], tier))
         if skip is not None:
             results[i] = skip
             continue

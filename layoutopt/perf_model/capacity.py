@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +39,7 @@ from layoutopt.perf_model.load import (
     Rows, colocated_rates_rps, colocated_rows, decode_rate_bound_rps, decode_rows, prefill_rate_ceiling_rps,
     prefill_rows, rows_for,
 )
+from layoutopt.perf_model.load_colocated import colocated_tpot_floors
 from layoutopt.perf_model.load_rows import batch_grid
 from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
@@ -110,12 +112,17 @@ def _unloaded_miss(costs: PhaseCosts, role: Role, slo: SLO, unloaded: tuple[floa
 
 def _violation(rows: Rows, ttft: dict[float, float], tpot: dict[float, float]) -> np.ndarray:
     """Largest ratio latency / target per row (<= 1 means every target is met); inf if unstable."""
-    worst = np.zeros(len(rows.rate_rps))
-    for q, target in ttft.items():
-        worst = np.maximum(worst, rows.ttft_q_s[:, rows.quantiles.index(q)] / target)
+    return _worst_ratio(rows.quantiles, rows.stable, rows.tpot_q_s, tpot, rows.ttft_q_s, ttft)
+
+
+def _worst_ratio(quantiles: tuple[float, ...], stable: np.ndarray, tpot_q: np.ndarray, tpot: dict[float, float],
+                 ttft_q: np.ndarray | None = None, ttft: dict[float, float] | None = None) -> np.ndarray:
+    worst = np.zeros(len(stable))
+    for q, target in (ttft or {}).items():
+        worst = np.maximum(worst, ttft_q[:, quantiles.index(q)] / target)
     for q, target in tpot.items():
-        worst = np.maximum(worst, rows.tpot_q_s[:, rows.quantiles.index(q)] / target)
-    return np.where(rows.stable, worst, np.inf)
+        worst = np.maximum(worst, tpot_q[:, quantiles.index(q)] / target)
+    return np.where(stable, worst, np.inf)
 
 
 def _last_meeting(ok: np.ndarray) -> int:
@@ -249,9 +256,15 @@ class CapacityBound(BaseModel):
     unloaded_tpot_ms: float = Field(ge=0, description="as InstancePerf's (0 when the layout does not fit)")
 
 
+# Colocated bounds, cheapest and loosest first (the other roles have one bound): TPOT floors and
+# stability only; TPOT floors with the TTFT; the coarse load grid itself.
+BoundTier = Literal["tpot", "floors", "grid"]
+BOUND_TIERS: tuple[BoundTier, ...] = ("tpot", "floors", "grid")
+
+
 def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
                          slo: SLO, engine: EngineLike = "vllm", headroom: float = 0.7,
-                         kv_link: Link | None = None, tight: bool = True) -> CapacityBound:
+                         kv_link: Link | None = None, tier: BoundTier = "grid") -> CapacityBound:
     """A rate that :func:`instance_capacity`'s ``capacity_rps`` never exceeds, at a fraction of its cost.
 
     The optimizer evaluates a layout in full only when this bound could beat a smaller layout that
@@ -264,10 +277,12 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
       tau(n) is within every TPOT target at the median or above (such a TPOT quantile is
       tau + z sd with z >= 0, never below the mean step); on each interval of a fine grid, the top
       batch over the step at its bottom (tau grows with n);
-    - colocated: the coarse load grid as ``instance_capacity`` computes it, then the rates of the
-      refinement's own points (the capacity is one of them). ``tight=False`` takes the grid with
-      TPOT floors instead (no quantile solves, about half the cost): the capacity lies below the
-      first row whose floors miss, and the bound is the largest rate of every refinement point below.
+    - colocated, by ``tier``: ``"grid"``, the coarse load grid as ``instance_capacity`` computes
+      it, then the rates of the refinement's own points (the capacity is one of them);
+      ``"floors"``, the grid with TPOT floors instead (no quantile solves, about half the cost):
+      the capacity lies below the first row whose floors miss, and the bound is the largest rate
+      of every refinement point below; ``"tpot"``, the same with the TTFT targets left out (no
+      slot wait or prompt queue; the first miss comes later still).
     """
     try:
         costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
@@ -288,8 +303,8 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
         # TPOT targets at the median or above: tpot_q = max(tau + z sd, d(1)) with z >= 0 (load_rows.decode_rows).
         return bound(decode_rate_bound_rps(costs, min((t for q, t in tpot_t.items() if q >= 0.5), default=None)))
     quantiles = _quantiles(ttft_t, tpot_t)
-    if not tight:
-        return bound(_colocated_rate_ceiling_rps(costs, quantiles, ttft_t, tpot_t))
+    if tier != "grid":
+        return bound(_colocated_rate_ceiling_rps(costs, quantiles, ttft_t if tier == "floors" else None, tpot_t))
     coarse = _coarse_rows(costs, role, quantiles, ttft_t, tpot_t)
     if coarse is None:
         return bound(0.0)
@@ -305,17 +320,26 @@ def _colocated_rate_ceiling_rps(costs: PhaseCosts, quantiles, ttft, tpot) -> flo
     TPOT never above the real one) misses the targets at the real grid's first missing row or
     later, so ``_best_row``'s refinement interval lies below the floors' first miss; its capacity is
     one of that interval's points. The largest rate over the points of every interval below that
-    row bounds it (a hair of slack covers rounding between differently shaped arrays).
+    row bounds it (a hair of slack covers rounding between differently shaped arrays). ``ttft``
+    None leaves the TTFT targets out (``colocated_tpot_floors``): fewer misses, a later first one.
+    ``quantiles`` are ``_quantiles``' (sorted, the load rows' default columns included).
     """
     grid = batch_grid(costs, _COARSE_POINTS)
-    floors = colocated_rows(costs, grid, 1.0, quantiles, tpot_floor=True)
-    ok = _violation(floors, ttft, tpot) <= 1.0 + 1e-9
+    start, stop = grid[:-1, None], grid[1:, None]
+    points = start + (stop - start) * np.linspace(0.0, 1.0, _FINE_POINTS)[None, :]  # (intervals, fine points)
+    if ttft is None:
+        floors_q, stable, rates = colocated_tpot_floors(costs, grid, quantiles, probe=points.ravel())
+        ok = _worst_ratio(quantiles, stable, floors_q, tpot) <= 1.0 + 1e-9
+    else:
+        floors = colocated_rows(costs, grid, 1.0, quantiles, tpot_floor=True)
+        ok = _violation(floors, ttft, tpot) <= 1.0 + 1e-9
+        rates = None
     if not ok[0]:
         return 0.0
     top = min(_last_meeting(ok) + 1, len(grid) - 1)
-    start, stop = grid[:top, None], grid[1:top + 1, None]
-    points = (start + (stop - start) * np.linspace(0.0, 1.0, _FINE_POINTS)[None, :]).ravel()
-    return float(colocated_rates_rps(costs, points).max()) * (1.0 + 1e-9)
+    if rates is None:
+        rates = colocated_rates_rps(costs, points[:top].ravel())
+    return float(rates.reshape(-1, _FINE_POINTS)[:top].max()) * (1.0 + 1e-9)
 
 
 def _at_rate(grid: Rows, role: Role, rate: float) -> np.ndarray:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import calibration, kv_transfer, memory, step
 from layoutopt.perf_model.calibration import EngineLike, EngineProfile
+from layoutopt.perf_model.compute import identity_memo
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.workload import Workload
@@ -59,12 +60,12 @@ class PhaseCosts:
     kv_transfer_s: np.ndarray         # to the decode instance (0 unless role is prefill)
     batch_grid: np.ndarray            # decode batch sizes tabulated
     decode_step_s: np.ndarray         # decode step time per batch size
-    chunk_s_per_token: float          # marginal cost of a prompt token in a full mixed chunk (closed loop)
     chunk_tokens: int                 # token budget per step, instance total
     max_batch_size: int               # memory-limited sequences per instance
     prefill_servers: int              # prompts prefilled in parallel (attention-DP ranks x instances)
-    prefill_bottleneck: str
-    decode_bottleneck: str
+    # The two bottlenecks and the marginal cost of a prompt token in a full mixed chunk (closed
+    # loop), computed when first read (``StepFacts``; ``StepFacts.known`` for given values).
+    step_facts: "StepFacts"
     request_overhead_s: float = 0.0   # added to TTFT, occupies no GPU (API server, tokenizer)
     # Prefill batching: a step of k prompts costs prefill_step_fixed_s once plus each prompt's own
     # work (prefill_s - prefill_step_fixed_s); a step takes at most prompts_per_step prompts.
@@ -93,6 +94,19 @@ class PhaseCosts:
     # Squared coefficient of variation of the KV a sequence holds (prompt + whole output, weighted
     # by its time in the batch) when KV memory, not --max-num-seqs, limits the batch; 0 otherwise.
     reservation_scv: float = 0.0
+
+    @property
+    def prefill_bottleneck(self) -> str:
+        return self.step_facts.prefill_bottleneck
+
+    @property
+    def decode_bottleneck(self) -> str:
+        return self.step_facts.decode_bottleneck
+
+    @property
+    def chunk_s_per_token(self) -> float:
+        """Marginal seconds of a prompt token in a full mixed chunk (closed loop)."""
+        return self.step_facts.chunk_s_per_token
 
     @property
     def server_budget_tokens(self) -> int:
@@ -133,6 +147,14 @@ class PhaseCosts:
         mean = a * m0 + c1 * m1 + c2 * m2
         second = a * a * m0 + 2 * a * c1 * m1 + (c1 * c1 + 2 * a * c2) * m2 + 2 * c1 * c2 * m3 + c2 * c2 * m4
         return mean, second
+
+    @cached_property
+    def prefill_tail_factor(self) -> float:
+        """E[S^2] of prefill time over the fine length grid / over the quantile bins (>= 1): what the
+        bins' truncated tail leaves out of a second moment."""
+        _, fine = self.prefill_moments(0.0)
+        binned = float((self.prefill_s**2 * self.input_weights).sum())
+        return max(float(fine) / binned, 1.0) if binned > 0 else 1.0
 
     def prompt_extra_at(self, batch) -> np.ndarray:
         """Seconds each input length's chunks add to the steps they ride in, shape (batches, lengths)."""
@@ -246,19 +268,184 @@ def phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, work
     return _phase_costs(model, gpu, layout, role, workload, engine, kv_link, max_batch_size, allow_cross_domain)
 
 
+@dataclass(frozen=True)
+class _WorkloadTerms:
+    """What every candidate's tables take from the workload alone (read-only arrays)."""
+
+    tokens: np.ndarray
+    weights: np.ndarray
+    uncached: np.ndarray
+    hit: float
+    mean_input: float
+    mean_uncached: float
+    input_var: float
+    output_moments: tuple[float, float, float]
+    output_steps: np.ndarray
+    output_weights: np.ndarray
+    reservation_scv: float
+    input_moments: tuple[float, ...]
+    median_index: int
+    # Colocated mixed steps: the anchor lengths' new and cached tokens, and the interpolation
+    # from the anchors to every length.
+    anchor_new_tokens: np.ndarray
+    anchor_cached_tokens: np.ndarray
+    to_lengths: "_Interpolation"
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@identity_memo
+@lru_cache(maxsize=256)
+def _workload_terms(workload: Workload) -> _WorkloadTerms:
+    tokens, weights = length_grid(workload.input_tokens)
+    hit = workload.prefix_cache_hit_fraction
+    uncached = np.maximum(tokens * (1.0 - hit), 1.0)
+    mean_input = float((tokens * weights).sum())
+    output_tokens, output_weights = length_grid(workload.output_tokens)
+    picks = np.unique(np.linspace(0, len(tokens) - 1, min(_MIXED_LENGTH_ANCHORS, len(tokens))).round().astype(int))
+    lengths = tokens[picks]
+    rounded, cached = np.round(lengths), np.round(lengths * hit)
+    return _WorkloadTerms(
+        tokens=_read_only(tokens), weights=_read_only(weights), uncached=_read_only(uncached), hit=hit,
+        mean_input=mean_input, mean_uncached=float((uncached * weights).sum()),
+        input_var=float(((tokens - mean_input) ** 2 * weights).sum()), output_moments=output_moments(workload),
+        output_steps=_read_only(np.maximum(output_tokens - 1.0, 1.0)), output_weights=_read_only(output_weights),
+        reservation_scv=reservation_scv(workload),
+        input_moments=tuple(m * (1.0 - hit) ** k for k, m in enumerate(_fine_moments(workload.input_tokens))),
+        median_index=min(len(tokens) - 1, int(np.searchsorted(np.cumsum(weights), 0.5))),
+        anchor_new_tokens=_read_only(np.maximum(rounded - cached, 1.0)), anchor_cached_tokens=_read_only(cached),
+        to_lengths=_Interpolation(tokens, lengths))
+
+
+@dataclass(frozen=True, eq=False)
+class _Interpolation:
+    """``np.interp(x, xp, fp)`` for fixed ``x`` and ``xp`` (ascending, within ``xp``'s range) over
+    the rows of ``fp``, with numpy's operations: ``fp[j]`` where ``x`` is an anchor (or the last),
+    else ``slope_j (x - xp[j]) + fp[j]`` with ``slope_j = (fp[j+1] - fp[j]) / (xp[j+1] - xp[j])``."""
+
+    x: np.ndarray
+    xp: np.ndarray
+
+    def __post_init__(self):
+        last = len(self.xp) - 1
+        j = np.minimum(np.searchsorted(self.xp, self.x, side="right") - 1, last)
+        on_anchor = (j == last) | (self.xp[j] == self.x)
+        following = np.minimum(j + 1, last)
+        span = np.where(on_anchor, 1.0, self.xp[following] - self.xp[j])
+        for name, value in (("j", j), ("following", following), ("on_anchor", on_anchor), ("span", span),
+                            ("offset", self.x - self.xp[j])):
+            object.__setattr__(self, name, _read_only(value))
+
+    def __call__(self, fp: np.ndarray) -> np.ndarray:
+        left = fp[:, self.j]
+        slope = (fp[:, self.following] - left) / self.span
+        return np.where(self.on_anchor, left, slope * self.offset + left)
+
+
+@dataclass(frozen=True)
+class _DecodeGrid:
+    """The decode batch grid up to a batch limit, and ``np.gradient``'s coefficients on it."""
+
+    batches: np.ndarray               # int64
+    values: np.ndarray                # the same as floats
+    mixed_batches: np.ndarray         # colocated: decode batches of the mixed-step anchors (int64)
+    uniform_step: float | None        # the spacing when it is constant (np.gradient's scalar case)
+    interior: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    edges: tuple[float, float]
+
+    def gradient(self, f: np.ndarray) -> np.ndarray:
+        """``np.gradient(f, self.values)``, the same operations in the same order."""
+        if len(f) < 2:
+            return f.copy()
+        out = np.empty_like(f)
+        if self.uniform_step is not None:
+            out[1:-1] = (f[2:] - f[:-2]) / (2.0 * self.uniform_step)
+        else:
+            a, b, c = self.interior
+            out[1:-1] = a * f[:-2] + b * f[1:-1] + c * f[2:]
+        out[0] = (f[1] - f[0]) / self.edges[0]
+        out[-1] = (f[-1] - f[-2]) / self.edges[1]
+        return out
+
+
+@lru_cache(maxsize=4096)
+def _decode_grid(batch_cap: int) -> _DecodeGrid:
+    batches = np.unique(np.round(geometric_grid(1.0, float(batch_cap), _DECODE_GRID_POINTS))).astype(np.int64)
+    values = batches.astype(float)
+    uniform = interior = None
+    edges = (1.0, 1.0)
+    if len(values) > 1:
+        dx = np.diff(values)
+        if (dx == dx[0]).all():
+            uniform = dx[0]
+            edges = (uniform, uniform)
+        else:
+            dx1, dx2 = dx[0:-1], dx[1:]
+            interior = (-(dx2) / (dx1 * (dx1 + dx2)), (dx2 - dx1) / (dx1 * dx2), dx1 / (dx2 * (dx1 + dx2)))
+            edges = (dx[0], dx[-1])
+    mixed = np.unique(np.round(geometric_grid(1.0, float(batches[-1]), _MIXED_BATCH_ANCHORS))).astype(np.int64)
+    return _DecodeGrid(_read_only(batches), _read_only(values), _read_only(mixed), uniform, interior, edges)
+
+
+class StepFacts:
+    """What only some callers read of a candidate's tables, computed on first use: the bottleneck
+    of a median prompt's prefill and of a half-full decode step (reports), and the marginal cost
+    of a prompt token in a full mixed chunk (the closed-loop model). The search's capacity
+    bounds never read them."""
+
+    def __init__(self, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, profile: EngineProfile,
+                 median_tokens: float, batch_cap: int, decode_context: float, chunk: int, cached_mean: int,
+                 grid: np.ndarray, decode_s: np.ndarray):
+        self._args = (model, gpu, layout, role, profile, median_tokens, batch_cap, decode_context, chunk,
+                      cached_mean, grid, decode_s)
+
+    @classmethod
+    def known(cls, prefill_bottleneck: str, decode_bottleneck: str, chunk_s_per_token: float) -> "StepFacts":
+        facts = cls.__new__(cls)
+        facts.__dict__.update(prefill_bottleneck=prefill_bottleneck, decode_bottleneck=decode_bottleneck,
+                              chunk_s_per_token=chunk_s_per_token)
+        return facts
+
+    @cached_property
+    def prefill_bottleneck(self) -> str:
+        model, gpu, layout, role, profile, median_tokens = self._args[:6]
+        if role == "decode":
+            return "memory"
+        return step.prefill_time(model, gpu, layout, int(round(median_tokens)), engine=profile).bottleneck
+
+    @cached_property
+    def decode_bottleneck(self) -> str:
+        model, gpu, layout, role, profile, _, batch_cap, decode_context = self._args[:8]
+        if role == "prefill":
+            return "memory"
+        return step.decode_step_time(model, gpu, layout, max(batch_cap // 2, 1), decode_context,
+                                     engine=profile).bottleneck
+
+    @cached_property
+    def chunk_s_per_token(self) -> float:
+        model, gpu, layout, role, profile, _, batch_cap, decode_context, chunk, cached_mean, grid, decode_s = self._args
+        if role != "colocated":
+            return 0.0
+        reference = int(min(batch_cap, 16))
+        full = step.mixed_step_time(model, gpu, layout, prefill_tokens=max(chunk - reference, 1),
+                                    prefill_context_tokens=cached_mean, decode_batch=reference,
+                                    decode_context_tokens=decode_context, engine=profile).total_s
+        return max(full - float(np.interp(reference, grid, decode_s)), 0.0) / max(chunk - reference, 1)
+
+
 @lru_cache(maxsize=4096)
 def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
                  engine: EngineLike, kv_link: Link | None, max_batch_size: int | None,
                  allow_cross_domain: bool) -> PhaseCosts:
     profile = calibration.resolve_engine(engine, gpu)
     memory.check_layout(model, gpu, layout, allow_cross_domain=allow_cross_domain)
-    tokens, weights = length_grid(workload.input_tokens)
-    hit = workload.prefix_cache_hit_fraction
-    uncached = np.maximum(tokens * (1.0 - hit), 1.0)
-    mean_input = float((tokens * weights).sum())
-    mean_uncached = float((uncached * weights).sum())
-    mean_output, output_reserve, inverse_steps = output_moments(workload)
-    output_grid = length_grid(workload.output_tokens)
+    terms = _workload_terms(workload)
+    tokens, weights, uncached, hit = terms.tokens, terms.weights, terms.uncached, terms.hit
+    mean_input, mean_uncached = terms.mean_input, terms.mean_uncached
+    mean_output, output_reserve, inverse_steps = terms.output_moments
     servers = layout.dp_size
     rank_budget = rank_token_budget(profile, servers)
     chunk = rank_budget * servers
@@ -288,7 +475,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         return step.prefill_time(model, gpu, layout, int(round(length)), batch_size=ranks, cached_tokens=cached,
                                  engine=profile).total_s
 
-    zeros = np.zeros_like(tokens)
+    zeros = _read_only(np.zeros_like(tokens))
     prefill_s, poly = zeros, np.zeros(3)
     if role != "decode":
         poly = _anchored_poly(tokens, prefill_one)
@@ -316,63 +503,47 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     # Mean context of a decoding sequence, weighting each by its time in the batch (its output
     # length): E[I] + E[O^2] / (2 E[O]).
     decode_context = mean_input + output_reserve / 2.0
-    grid = np.unique(np.round(geometric_grid(1.0, float(batch_cap), _DECODE_GRID_POINTS))).astype(np.int64)
+    decode_grid = _decode_grid(batch_cap)
+    grid = decode_grid.batches
     decode_s = np.zeros(len(grid))
     spread_s = None
     if role != "prefill":
         # Two context columns: the step at the mean context and at twice it give the per-sequence
         # cost of context, hence the spread of a batch whose contexts vary.
         table = np.asarray(step.decode_step_time_array(
-            model, gpu, layout, grid[:, None].astype(float), np.array([[decode_context, 2.0 * decode_context]]),
+            model, gpu, layout, decode_grid.values[:, None], np.array([[decode_context, 2.0 * decode_context]]),
             profile), dtype=float)
         decode_s = table[:, 0]
         per_context_token = (table[:, 1] - table[:, 0]) / (grid * decode_context)
-        per_seq = np.gradient(decode_s, grid.astype(float)) if len(grid) > 1 else decode_s.copy()
-        input_var = float(((tokens - mean_input) ** 2 * weights).sum())
-        context_var = input_var + output_reserve**2 / 12.0
+        per_seq = decode_grid.gradient(decode_s)
+        context_var = terms.input_var + output_reserve**2 / 12.0
         spread_s = np.sqrt(per_seq**2 + per_context_token**2 * context_var)
 
-    chunk_per_token = 0.0
     batches = extra = None
     if role == "colocated":
-        batches, extra = _prompt_extra(model, gpu, layout, profile, tokens, hit, chunk, grid, decode_s,
-                                       decode_context)
-        reference = int(min(batch_cap, 16))
-        full = step.mixed_step_time(model, gpu, layout, prefill_tokens=max(chunk - reference, 1),
-                                    prefill_context_tokens=int(round(mean_input * hit)), decode_batch=reference,
-                                    decode_context_tokens=decode_context, engine=profile).total_s
-        chunk_per_token = max(full - float(np.interp(reference, grid, decode_s)), 0.0) / max(chunk - reference, 1)
-
-    middle = min(len(tokens) - 1, int(np.searchsorted(np.cumsum(weights), 0.5)))
-    prefill_bottleneck = decode_bottleneck = "memory"
-    if role != "decode":
-        prefill_bottleneck = step.prefill_time(model, gpu, layout, int(round(tokens[middle])),
-                                               engine=profile).bottleneck
-    if role != "prefill":
-        decode_bottleneck = step.decode_step_time(model, gpu, layout, max(batch_cap // 2, 1),
-                                                  decode_context, engine=profile).bottleneck
+        batches, extra = _prompt_extra(model, gpu, layout, profile, terms, decode_grid, decode_s, decode_context)
+    facts = StepFacts(model, gpu, layout, role, profile, float(tokens[terms.median_index]), batch_cap,
+                       decode_context, chunk, int(round(mean_input * hit)), grid, decode_s)
     return PhaseCosts(
         input_tokens=tokens, input_weights=weights, input_tokens_uncached=uncached, output_tokens_mean=mean_output,
-        prefill_s=prefill_s, prefill_occupancy_s=occupancy, kv_transfer_s=kv_s, batch_grid=grid.astype(float),
-        decode_step_s=decode_s, chunk_s_per_token=chunk_per_token, chunk_tokens=int(chunk),
+        prefill_s=prefill_s, prefill_occupancy_s=occupancy, kv_transfer_s=kv_s, batch_grid=decode_grid.values,
+        decode_step_s=decode_s, chunk_tokens=int(chunk),
         max_batch_size=batch_cap, prefill_servers=servers, server_chunk_tokens=rank_budget,
-        prefill_bottleneck=prefill_bottleneck,
-        decode_bottleneck=decode_bottleneck,
+        step_facts=facts,
         request_overhead_s=profile.request_overhead_ms * 1e-3 if role != "decode" else 0.0,
         prefill_step_fixed_s=fixed_s, prompts_per_step=per_step,
         pipeline_depth=layout.pp_size if role == "prefill" else 1, inverse_decode_steps_mean=inverse_steps,
-        output_steps=np.maximum(output_grid[0] - 1.0, 1.0), output_weights=output_grid[1],
+        output_steps=terms.output_steps, output_weights=terms.output_weights,
         decode_seq_spread_s=spread_s, prompt_batches=batches, prompt_extra_s=extra,
         prefill_poly_s=(float(poly[2]), float(poly[1]) / (1.0 - hit), float(poly[0]) / (1.0 - hit) ** 2)
         if hit < 1.0 else (float(poly.sum()), 0.0, 0.0),
-        reservation_scv=reservation_scv(workload) if kv_bound and role != "prefill" else 0.0,
-        input_moments=tuple(m * (1.0 - hit) ** k for k, m in enumerate(_fine_moments(workload.input_tokens))),
+        reservation_scv=terms.reservation_scv if kv_bound and role != "prefill" else 0.0,
+        input_moments=terms.input_moments,
     )
 
 
-def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, tokens: np.ndarray,
-                  hit: float, chunk: int, grid: np.ndarray, decode_s: np.ndarray,
-                  decode_context: float) -> tuple[np.ndarray, np.ndarray]:
+def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, terms: _WorkloadTerms,
+                  decode_grid: _DecodeGrid, decode_s: np.ndarray, decode_context: float) -> tuple[np.ndarray, np.ndarray]:
     """(decode batches, seconds each prompt length adds to the steps its chunks ride in).
 
     A prompt of L tokens at decode batch n is cut into ceil(L / (C - n)) chunks. Its whole work
@@ -380,19 +551,15 @@ def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
     further chunk's step reads the weights again but replaces a decode-only step, which read them
     too, so it adds only the GEMM rows of the decode tokens and the per-step overhead, small next
     to the chunk's own compute. What a prompt adds is therefore mixed(L, n) - d(n), the quantity
-    tabulated here; lengths between anchors interpolate piecewise linearly.
+    tabulated here at a few anchor lengths (``_WorkloadTerms``); lengths between anchors
+    interpolate piecewise linearly.
     """
-    batches = np.unique(np.round(geometric_grid(1.0, float(grid[-1]), _MIXED_BATCH_ANCHORS))).astype(np.int64)
-    picks = np.unique(np.linspace(0, len(tokens) - 1, min(_MIXED_LENGTH_ANCHORS, len(tokens))).round().astype(int))
-    lengths = tokens[picks]
-    rounded = np.round(lengths)
-    cached = np.round(lengths * hit)
+    batches = decode_grid.mixed_batches
     # Every (batch, length) anchor in one vectorized roofline pass: rows batches, columns lengths.
-    mixed = step.mixed_step_time_array(model, gpu, layout, prefill_tokens=np.maximum(rounded - cached, 1.0)[None, :],
-                                       prefill_context_tokens=cached[None, :],
+    mixed = step.mixed_step_time_array(model, gpu, layout, prefill_tokens=terms.anchor_new_tokens[None, :],
+                                       prefill_context_tokens=terms.anchor_cached_tokens[None, :],
                                        decode_batch=batches.astype(float)[:, None],
                                        decode_context_tokens=decode_context, engine=profile)
-    base = np.interp(batches, grid, decode_s)[:, None]
+    base = np.interp(batches, decode_grid.batches, decode_s)[:, None]
     values = np.maximum(mixed - base, 0.0)
-    extra = np.stack([np.interp(tokens, lengths, row) for row in values])
-    return batches.astype(float), extra
+    return batches.astype(float), terms.to_lengths(values)

@@ -46,39 +46,24 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     """
     quantiles = _with_defaults(quantiles)
     n = batch_grid(costs) if batch is None else np.asarray(batch, dtype=float)
-    steps = _decode_steps(costs)
-    weights = costs.input_weights
-    # One pass over the batches, the full batch (tau_full) and the batches 2 % up (stability).
-    rows = len(n)
-    every = np.concatenate([n, [float(costs.max_batch_size)], n * 1.02 + 1e-3])
-    tau_every, rate_every, d_every, extra_every = _colocated_tau(costs, every, steps, population)
-    tau, rate, d, extra = tau_every[:rows], rate_every[:rows], d_every[:rows], extra_every[:rows]
-    tau_full, rate_up = tau_every[rows:rows + 1], rate_every[rows + 1:]
-    mean_extra = (extra * weights).sum(axis=1)
-    extra_sq = (extra**2 * weights).sum(axis=1)
-    prompts_per_step = rate * tau                                   # lambda tau
+    core = _Core(costs, n, population)
+    steps, weights = core.steps, costs.input_weights
+    d, tau, rate, extra, mean_extra, extra_sq = core.d, core.tau, core.rate, core.extra, core.mean_extra, core.extra_sq
+    prompts_per_step, busy, delay = core.prompts_per_step, core.busy, core.delay
     # Before its own step a prompt waits for the rest of the step in progress (length-biased:
     # E[T^2] / (2 E[T]) over decode-only and prompt steps) and rides with the prompts that arrive
     # meanwhile (lambda tau of them, each adding E[W]). The rest of a step is bounded by one step
     # (steps vary little), so it counts with its mean in the service, not with an exponential tail;
     # the riders, whose number varies, are the exponential part of the delay.
     second = d**2 + prompts_per_step * (2.0 * d * mean_extra + extra_sq)
-    busy = np.minimum(n, 1.0)
     rest_of_step = 0.5 * second / tau * busy
-    delay = prompts_per_step * mean_extra * busy
     service = (d + rest_of_step)[:, None] * busy[:, None] + extra + costs.request_overhead_s
     residence = steps * tau + (service * weights).sum(axis=1) + delay
     # With every slot held the steps run at the full batch, so a sequence resides longer (as for
     # decode_rows); the slot wait's drain and its pull back to the mean use that residence.
-    full_residence = residence + steps * np.maximum(tau_full - tau, 0.0)
+    full_residence = residence + steps * np.maximum(core.tau_full - tau, 0.0)
     p_slot, cond_slot = _slot_wait(costs, rate, residence, full_residence, population, instances)
-    # Prompt chunks go in arrival order, so a prompt also queues behind the backlog of earlier
-    # prompts (a long prompt holds the budget for several steps): M/G/1 over the budget left by
-    # decode tokens, each prompt occupying its own work plus its token share of a step's decode.
-    budget = np.maximum(costs.chunk_tokens - n, 1.0)
-    occupancy = extra + (d * busy)[:, None] * np.minimum(costs.input_tokens_uncached[None, :] / budget[:, None], 1.0)
-    rho = rate * (occupancy * weights).sum(axis=1)
-    tail = _tail_factor(costs)
+    rho, occupancy, tail = core.rho, core.occupancy, core.tail
     with np.errstate(divide="ignore", invalid="ignore"):
         queue_wait = (rate * (occupancy**2 * weights).sum(axis=1) * tail * (arrival_scv + 1.0) / 4.0
                       / (1.0 - rho))
@@ -89,18 +74,67 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
         cond = np.where(p_wait > 0, (delay + p_slot * cond_slot + queue_wait) / np.maximum(p_wait, 1e-12), 0.0)
     ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
     ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
-    own_step = (d + mean_extra + delay) * busy + extra.min(axis=1) * (1.0 - busy)
-    tpot_q = np.maximum(_colocated_tpot_quantiles(costs, rate, tau, mean_extra, extra_sq * tail,
-                                                  own_step, costs.decode_spread_at(n), quantiles, tpot_floor),
-                        costs.decode_at(1.0))
-    # Stable while the rate still grows with the batch, the budget holds the prompt tokens of a
-    # step, and the batch fits.
-    prompt_tokens = n * costs.mean_input_tokens / steps
-    stable = ((rate_up > rate) & (prompt_tokens <= budget) & (rho < 1.0)
-              & (n <= costs.max_batch_size * (1 + 1e-9)))
+    tpot_q = core.tpot_quantiles(quantiles, tpot_floor)
+    stable = core.stable
     util = np.minimum(prompts_per_step, 1.0)
     return Rows(quantiles, rate, n, np.where(stable, ttft_mean, np.inf), ttft_q, tau, tpot_q, util, stable,
                 p_wait, np.where(stable, cond, np.inf), service)
+
+
+def colocated_tpot_floors(costs: PhaseCosts, batch: np.ndarray, quantiles: tuple[float, ...] = QUANTILES,
+                          probe: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TPOT floors (rows, quantiles), stable, rates at the ``probe`` batches) of
+    :func:`colocated_rows(tpot_floor=True)` at the same batches and quantiles, without the TTFT (no
+    slot wait, no prompt queue): what a capacity bound that ignores the TTFT targets needs. The
+    probe rates are :func:`colocated_rates_rps`', computed in the same pass."""
+    quantiles = _with_defaults(quantiles)
+    core = _Core(costs, np.asarray(batch, dtype=float), None, probe)
+    return core.tpot_quantiles(quantiles, True), core.stable, core.probe_rate
+
+
+class _Core:
+    """What the TTFT and the TPOT of a colocated instance at batches ``n`` share: the step, rate
+    and the prompts riding in the steps, the prompt queue's load, and stability."""
+
+    def __init__(self, costs: PhaseCosts, n: np.ndarray, population: float | None, probe: np.ndarray | None = None):
+        self.costs, self.n = costs, n
+        self.steps = steps = _decode_steps(costs)
+        weights = costs.input_weights
+        # One pass over the batches, the full batch (tau_full), the batches 2 % up (stability) and
+        # the probe batches (rates only; every quantity is computed row by row).
+        rows = len(n)
+        parts = [n, [float(costs.max_batch_size)], n * 1.02 + 1e-3] + ([] if probe is None else [probe])
+        tau_every, rate_every, d_every, extra_every = _colocated_tau(costs, np.concatenate(parts), steps, population)
+        self.tau, self.rate, self.d, self.extra = tau, rate, d, extra = (
+            tau_every[:rows], rate_every[:rows], d_every[:rows], extra_every[:rows])
+        self.tau_full, rate_up = tau_every[rows:rows + 1], rate_every[rows + 1:2 * rows + 1]
+        self.probe_rate = rate_every[2 * rows + 1:]
+        self.mean_extra = mean_extra = (extra * weights).sum(axis=1)
+        self.extra_sq = (extra**2 * weights).sum(axis=1)
+        self.prompts_per_step = prompts_per_step = rate * tau                  # lambda tau
+        self.busy = busy = np.minimum(n, 1.0)
+        self.delay = prompts_per_step * mean_extra * busy
+        # Prompt chunks go in arrival order, so a prompt also queues behind the backlog of earlier
+        # prompts (a long prompt holds the budget for several steps): M/G/1 over the budget left by
+        # decode tokens, each prompt occupying its own work plus its token share of a step's decode.
+        budget = np.maximum(costs.chunk_tokens - n, 1.0)
+        self.occupancy = occupancy = extra + (d * busy)[:, None] * np.minimum(
+            costs.input_tokens_uncached[None, :] / budget[:, None], 1.0)
+        self.rho = rho = rate * (occupancy * weights).sum(axis=1)
+        self.tail = costs.prefill_tail_factor
+        # Stable while the rate still grows with the batch, the budget holds the prompt tokens of a
+        # step, and the batch fits.
+        prompt_tokens = n * costs.mean_input_tokens / steps
+        self.stable = ((rate_up > rate) & (prompt_tokens <= budget) & (rho < 1.0)
+                       & (n <= costs.max_batch_size * (1 + 1e-9)))
+
+    def tpot_quantiles(self, quantiles: tuple[float, ...], floor: bool) -> np.ndarray:
+        costs, busy = self.costs, self.busy
+        own_step = (self.d + self.mean_extra + self.delay) * busy + self.extra.min(axis=1) * (1.0 - busy)
+        return np.maximum(_colocated_tpot_quantiles(costs, self.rate, self.tau, self.mean_extra,
+                                                    self.extra_sq * self.tail, own_step,
+                                                    costs.decode_spread_at(self.n), quantiles, floor),
+                          costs.decode_at(1.0))
 
 
 def colocated_rates_rps(costs: PhaseCosts, batch: np.ndarray, population: float | None = None) -> np.ndarray:
@@ -129,7 +163,7 @@ def _colocated_tpot_quantiles(costs: PhaseCosts, rate: np.ndarray, tau: np.ndarr
         weights = np.ones(1)
     else:
         steps, weights = costs.output_steps, costs.output_weights
-    rho = np.clip(rate * mean_extra, 0.0, 0.99)[:, None]
+    rho = np.minimum(np.maximum(rate * mean_extra, 0.0), 0.99)[:, None]  # np.clip's numbers, faster
     inv = 1.0 / steps[None, :]
     backlog = (rate * own_step * mean_extra)[:, None] / (1.0 - rho)          # mean, busy period included
     backlog_var = (rate * own_step * extra_sq)[:, None] / (1.0 - rho) ** 2
@@ -158,7 +192,7 @@ def _lognormal_mixture_quantiles(mu: np.ndarray, sigma: np.ndarray, weights: np.
     m1 = (w * np.exp(mu + 0.5 * sigma**2)).sum(axis=1)
     m2 = (w * np.exp(2.0 * mu + 2.0 * sigma**2)).sum(axis=1)
     s2 = np.log(np.maximum(m2 / m1**2, 1.0 + 1e-12))
-    x = np.clip((np.log(m1) - 0.5 * s2)[:, None] + _z(quantiles) * np.sqrt(s2)[:, None], low, high)
+    x = np.minimum(np.maximum((np.log(m1) - 0.5 * s2)[:, None] + _z(quantiles) * np.sqrt(s2)[:, None], low), high)
     inv = (1.0 / sigma)[:, None, :]
     wq = w[:, None, :]
     mu3 = mu[:, None, :]
@@ -176,14 +210,6 @@ def _lognormal_mixture_quantiles(mu: np.ndarray, sigma: np.ndarray, weights: np.
         # Newton inside the bracket, else bisect (the CDF is monotone, so the bracket shrinks).
         x = np.where((step > low) & (step < high), step, 0.5 * (low + high))
     return np.exp(x)
-
-
-def _tail_factor(costs: PhaseCosts) -> float:
-    """E[S^2] of prefill time over the fine length grid / over the quantile bins (>= 1): what the
-    bins' truncated tail leaves out of a second moment."""
-    _, fine = costs.prefill_moments(0.0)
-    binned = float((costs.prefill_s**2 * costs.input_weights).sum())
-    return max(float(fine) / binned, 1.0) if binned > 0 else 1.0
 
 
 def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: float | None):

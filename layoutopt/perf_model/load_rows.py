@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from functools import lru_cache
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -99,8 +101,12 @@ def _decode_steps(costs: PhaseCosts) -> float:
     return max(costs.output_tokens_mean - 1.0, 1.0)
 
 
+@lru_cache(maxsize=256)
 def _z(quantiles: tuple[float, ...]) -> np.ndarray:
-    return np.array([normal_quantile(q) for q in quantiles])[None, :]
+    """Standard normal quantiles, shape (1, quantiles) (shared, read-only)."""
+    z = np.array([normal_quantile(q) for q in quantiles])[None, :]
+    z.setflags(write=False)
+    return z
 
 
 def seen_batch(costs: PhaseCosts, n: np.ndarray, population: float | None = None) -> np.ndarray:
