@@ -9,7 +9,8 @@ import pytest
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model import step
-from layoutopt.perf_model.costs import _Interpolation, _decode_grid, _phase_costs, output_moments, phase_costs
+from layoutopt.perf_model.costs import _phase_costs, phase_costs
+from layoutopt.perf_model.workload_grids import Interpolation, decode_batch_grid, output_moments
 from layoutopt.plan import Layout
 from layoutopt.workloads.presets import preset_workload
 
@@ -18,14 +19,14 @@ def test_interpolation_is_numpys():
     rng = np.random.default_rng(7)
     x = np.sort(rng.uniform(1.0, 5000.0, 14))
     for picks in ([0, 13], [0, 3, 6, 10, 13], list(range(14))):
-        interpolate = _Interpolation(x, x[picks])
+        interpolate = Interpolation(x, x[picks])
         fp = rng.uniform(0.0, 1.0, (5, len(picks)))
         assert (interpolate(fp) == np.stack([np.interp(x, x[picks], row) for row in fp])).all()
 
 
 @pytest.mark.parametrize("batch_cap", [1, 2, 3, 4, 5, 7, 16, 20, 21, 33, 100, 257, 1000, 4096, 100_000])
 def test_decode_grid_gradient_is_numpys(batch_cap):
-    grid = _decode_grid(batch_cap)
+    grid = decode_batch_grid(batch_cap)
     f = np.sqrt(grid.values) * 1e-3 + grid.values**1.3 * 1e-6
     expected = np.gradient(f, grid.values) if len(f) > 1 else f
     assert (grid.gradient(f) == expected).all()

@@ -15,7 +15,8 @@ each would be slow, so :func:`phase_costs` tabulates, in seconds:
   half its output (KV is paged on demand).
 
 Tables are cached per (candidate, workload, engine): the optimizer asks for the same candidate
-under several SLOs and headrooms.
+under several SLOs and headrooms. What depends on the workload alone or on the batch limit alone
+(:mod:`~layoutopt.perf_model.workload_grids`) is computed once and shared by every candidate.
 """
 
 from __future__ import annotations
@@ -30,21 +31,13 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import calibration, kv_transfer, memory, step
 from layoutopt.perf_model.calibration import EngineLike, EngineProfile
-from layoutopt.perf_model.compute import identity_memo
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.workload import Workload
-from layoutopt.perf_model.grids import geometric_grid
+from layoutopt.perf_model.workload_grids import DecodeGrid, WorkloadTerms, decode_batch_grid, read_only, workload_terms
 
-# Quantile bins of the prompt-length distribution: dense in the tail, where p90/p99 TTFT live.
-_BIN_EDGES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 1.0)
 # Prefill evaluations per candidate; lengths between them follow the quadratic through them.
 _PREFILL_ANCHORS = 3
-_DECODE_GRID_POINTS = 20
-# Colocated: decode batches and prompt lengths at which a prompt's mixed steps are evaluated; other
-# values interpolate linearly (lengths: piecewise, to follow the roofline's kink on MoE models).
-_MIXED_BATCH_ANCHORS = 4
-_MIXED_LENGTH_ANCHORS = 5
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,39 +173,6 @@ def rank_token_budget(profile: EngineProfile, dp_size: int) -> int:
     return profile.max_num_batched_tokens
 
 
-def length_grid(dist) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens, weights) representing a length distribution by quantile bins, merged when equal."""
-    tokens, weights = _length_grid_cached(type(dist), dist.model_dump_json())
-    return tokens.copy(), weights.copy()
-
-
-@lru_cache(maxsize=256)
-def _length_grid_cached(kind: type, dumped: str) -> tuple[np.ndarray, np.ndarray]:
-    dist = kind.model_validate_json(dumped)
-    edges = np.asarray(_BIN_EDGES)
-    mids = 0.5 * (edges[1:] + edges[:-1])
-    tokens = np.array([max(dist.quantile_tokens(float(q)), 1.0) for q in mids])
-    weights = np.diff(edges)
-    unique, inverse = np.unique(np.round(tokens), return_inverse=True)
-    merged = np.zeros(len(unique))
-    np.add.at(merged, inverse, weights)
-    # Keep the distribution's mean: rescale the grid so sum(w t) = mean.
-    scale = dist.mean_tokens / float((unique * merged).sum())
-    return np.maximum(unique * scale, 1.0), merged / merged.sum()
-
-
-_FINE_QUANTILES = 2000
-
-
-@lru_cache(maxsize=256)
-def _fine_moments(dist) -> tuple[float, ...]:
-    """E[L^0..4] of a length distribution on a fine quantile grid (the tail that bins truncate)."""
-    q = (np.arange(_FINE_QUANTILES) + 0.5) / _FINE_QUANTILES
-    tokens = np.array([max(dist.quantile_tokens(float(x)), 1.0) for x in q])
-    tokens *= dist.mean_tokens / tokens.mean()
-    return tuple(float((tokens**k).mean()) for k in range(5))
-
-
 def _anchored_poly(lengths: np.ndarray, evaluate, anchors: int = _PREFILL_ANCHORS) -> np.ndarray:
     """Coefficients (highest power first) of the quadratic through ``evaluate`` at ``anchors`` lengths
     (shortest, middle, longest): exact for a + b L + c L^2 (linear GEMMs and transfers, quadratic
@@ -239,24 +199,6 @@ def _anchored(lengths: np.ndarray, evaluate, anchors: int = _PREFILL_ANCHORS) ->
     return np.polyval(_anchored_poly(lengths, evaluate, anchors), lengths)
 
 
-def output_moments(workload: Workload) -> tuple[float, float, float]:
-    """(E[O], E[O^2] / E[O], E[1 / max(O - 1, 1)]) of the output length, from its quantile grid."""
-    tokens, weights = length_grid(workload.output_tokens)
-    mean = float((tokens * weights).sum())
-    return mean, float((tokens**2 * weights).sum()) / mean, float((weights / np.maximum(tokens - 1.0, 1.0)).sum())
-
-
-def reservation_scv(workload: Workload) -> float:
-    """scv of R = prompt + output tokens over sequences in the batch (each weighted by its output)."""
-    p, pw = length_grid(workload.input_tokens)
-    o, ow = length_grid(workload.output_tokens)
-    p1, p2 = float((p * pw).sum()), float((p**2 * pw).sum())
-    o1, o2, o3 = (float((o**k * ow).sum()) for k in (1, 2, 3))
-    mean = p1 + o2 / o1
-    second = p2 + 2.0 * p1 * o2 / o1 + o3 / o1
-    return max(second / mean**2 - 1.0, 0.0)
-
-
 def phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
                 engine: EngineLike = "vllm", kv_link: Link | None = None,
                 max_batch_size: int | None = None, allow_cross_domain: bool = False) -> PhaseCosts:
@@ -266,128 +208,6 @@ def phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, work
     applies either way. Results are cached (the tables are read-only).
     """
     return _phase_costs(model, gpu, layout, role, workload, engine, kv_link, max_batch_size, allow_cross_domain)
-
-
-@dataclass(frozen=True)
-class _WorkloadTerms:
-    """What every candidate's tables take from the workload alone (read-only arrays)."""
-
-    tokens: np.ndarray
-    weights: np.ndarray
-    uncached: np.ndarray
-    hit: float
-    mean_input: float
-    mean_uncached: float
-    input_var: float
-    output_moments: tuple[float, float, float]
-    output_steps: np.ndarray
-    output_weights: np.ndarray
-    reservation_scv: float
-    input_moments: tuple[float, ...]
-    median_index: int
-    # Colocated mixed steps: the anchor lengths' new and cached tokens, and the interpolation
-    # from the anchors to every length.
-    anchor_new_tokens: np.ndarray
-    anchor_cached_tokens: np.ndarray
-    to_lengths: "_Interpolation"
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
-
-
-@identity_memo
-@lru_cache(maxsize=256)
-def _workload_terms(workload: Workload) -> _WorkloadTerms:
-    tokens, weights = length_grid(workload.input_tokens)
-    hit = workload.prefix_cache_hit_fraction
-    uncached = np.maximum(tokens * (1.0 - hit), 1.0)
-    mean_input = float((tokens * weights).sum())
-    output_tokens, output_weights = length_grid(workload.output_tokens)
-    picks = np.unique(np.linspace(0, len(tokens) - 1, min(_MIXED_LENGTH_ANCHORS, len(tokens))).round().astype(int))
-    lengths = tokens[picks]
-    rounded, cached = np.round(lengths), np.round(lengths * hit)
-    return _WorkloadTerms(
-        tokens=_read_only(tokens), weights=_read_only(weights), uncached=_read_only(uncached), hit=hit,
-        mean_input=mean_input, mean_uncached=float((uncached * weights).sum()),
-        input_var=float(((tokens - mean_input) ** 2 * weights).sum()), output_moments=output_moments(workload),
-        output_steps=_read_only(np.maximum(output_tokens - 1.0, 1.0)), output_weights=_read_only(output_weights),
-        reservation_scv=reservation_scv(workload),
-        input_moments=tuple(m * (1.0 - hit) ** k for k, m in enumerate(_fine_moments(workload.input_tokens))),
-        median_index=min(len(tokens) - 1, int(np.searchsorted(np.cumsum(weights), 0.5))),
-        anchor_new_tokens=_read_only(np.maximum(rounded - cached, 1.0)), anchor_cached_tokens=_read_only(cached),
-        to_lengths=_Interpolation(tokens, lengths))
-
-
-@dataclass(frozen=True, eq=False)
-class _Interpolation:
-    """``np.interp(x, xp, fp)`` for fixed ``x`` and ``xp`` (ascending, within ``xp``'s range) over
-    the rows of ``fp``, with numpy's operations: ``fp[j]`` where ``x`` is an anchor (or the last),
-    else ``slope_j (x - xp[j]) + fp[j]`` with ``slope_j = (fp[j+1] - fp[j]) / (xp[j+1] - xp[j])``."""
-
-    x: np.ndarray
-    xp: np.ndarray
-
-    def __post_init__(self):
-        last = len(self.xp) - 1
-        j = np.minimum(np.searchsorted(self.xp, self.x, side="right") - 1, last)
-        on_anchor = (j == last) | (self.xp[j] == self.x)
-        following = np.minimum(j + 1, last)
-        span = np.where(on_anchor, 1.0, self.xp[following] - self.xp[j])
-        for name, value in (("j", j), ("following", following), ("on_anchor", on_anchor), ("span", span),
-                            ("offset", self.x - self.xp[j])):
-            object.__setattr__(self, name, _read_only(value))
-
-    def __call__(self, fp: np.ndarray) -> np.ndarray:
-        left = fp[:, self.j]
-        slope = (fp[:, self.following] - left) / self.span
-        return np.where(self.on_anchor, left, slope * self.offset + left)
-
-
-@dataclass(frozen=True)
-class _DecodeGrid:
-    """The decode batch grid up to a batch limit, and ``np.gradient``'s coefficients on it."""
-
-    batches: np.ndarray               # int64
-    values: np.ndarray                # the same as floats
-    mixed_batches: np.ndarray         # colocated: decode batches of the mixed-step anchors (int64)
-    uniform_step: float | None        # the spacing when it is constant (np.gradient's scalar case)
-    interior: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    edges: tuple[float, float]
-
-    def gradient(self, f: np.ndarray) -> np.ndarray:
-        """``np.gradient(f, self.values)``, the same operations in the same order."""
-        if len(f) < 2:
-            return f.copy()
-        out = np.empty_like(f)
-        if self.uniform_step is not None:
-            out[1:-1] = (f[2:] - f[:-2]) / (2.0 * self.uniform_step)
-        else:
-            a, b, c = self.interior
-            out[1:-1] = a * f[:-2] + b * f[1:-1] + c * f[2:]
-        out[0] = (f[1] - f[0]) / self.edges[0]
-        out[-1] = (f[-1] - f[-2]) / self.edges[1]
-        return out
-
-
-@lru_cache(maxsize=4096)
-def _decode_grid(batch_cap: int) -> _DecodeGrid:
-    batches = np.unique(np.round(geometric_grid(1.0, float(batch_cap), _DECODE_GRID_POINTS))).astype(np.int64)
-    values = batches.astype(float)
-    uniform = interior = None
-    edges = (1.0, 1.0)
-    if len(values) > 1:
-        dx = np.diff(values)
-        if (dx == dx[0]).all():
-            uniform = dx[0]
-            edges = (uniform, uniform)
-        else:
-            dx1, dx2 = dx[0:-1], dx[1:]
-            interior = (-(dx2) / (dx1 * (dx1 + dx2)), (dx2 - dx1) / (dx1 * dx2), dx1 / (dx2 * (dx1 + dx2)))
-            edges = (dx[0], dx[-1])
-    mixed = np.unique(np.round(geometric_grid(1.0, float(batches[-1]), _MIXED_BATCH_ANCHORS))).astype(np.int64)
-    return _DecodeGrid(_read_only(batches), _read_only(values), _read_only(mixed), uniform, interior, edges)
 
 
 class StepFacts:
@@ -442,7 +262,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
                  allow_cross_domain: bool) -> PhaseCosts:
     profile = calibration.resolve_engine(engine, gpu)
     memory.check_layout(model, gpu, layout, allow_cross_domain=allow_cross_domain)
-    terms = _workload_terms(workload)
+    terms = workload_terms(workload)
     tokens, weights, uncached, hit = terms.tokens, terms.weights, terms.uncached, terms.hit
     mean_input, mean_uncached = terms.mean_input, terms.mean_uncached
     mean_output, output_reserve, inverse_steps = terms.output_moments
@@ -475,7 +295,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         return step.prefill_time(model, gpu, layout, int(round(length)), batch_size=ranks, cached_tokens=cached,
                                  engine=profile).total_s
 
-    zeros = _read_only(np.zeros_like(tokens))
+    zeros = read_only(np.zeros_like(tokens))
     prefill_s, poly = zeros, np.zeros(3)
     if role != "decode":
         poly = _anchored_poly(tokens, prefill_one)
@@ -503,7 +323,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     # Mean context of a decoding sequence, weighting each by its time in the batch (its output
     # length): E[I] + E[O^2] / (2 E[O]).
     decode_context = mean_input + output_reserve / 2.0
-    decode_grid = _decode_grid(batch_cap)
+    decode_grid = decode_batch_grid(batch_cap)
     grid = decode_grid.batches
     decode_s = np.zeros(len(grid))
     spread_s = None
@@ -542,8 +362,8 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     )
 
 
-def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, terms: _WorkloadTerms,
-                  decode_grid: _DecodeGrid, decode_s: np.ndarray, decode_context: float) -> tuple[np.ndarray, np.ndarray]:
+def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, terms: WorkloadTerms,
+                  decode_grid: DecodeGrid, decode_s: np.ndarray, decode_context: float) -> tuple[np.ndarray, np.ndarray]:
     """(decode batches, seconds each prompt length adds to the steps its chunks ride in).
 
     A prompt of L tokens at decode batch n is cut into ceil(L / (C - n)) chunks. Its whole work
@@ -551,7 +371,7 @@ def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
     further chunk's step reads the weights again but replaces a decode-only step, which read them
     too, so it adds only the GEMM rows of the decode tokens and the per-step overhead, small next
     to the chunk's own compute. What a prompt adds is therefore mixed(L, n) - d(n), the quantity
-    tabulated here at a few anchor lengths (``_WorkloadTerms``); lengths between anchors
+    tabulated here at a few anchor lengths (``WorkloadTerms``); lengths between anchors
     interpolate piecewise linearly.
     """
     batches = decode_grid.mixed_batches

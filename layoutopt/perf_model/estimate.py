@@ -25,7 +25,8 @@ from layoutopt.perf_model import memory
 from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
 from layoutopt.engines import RuleViolation, check_layout, engine_notes, engine_ref_of
 from layoutopt.perf_model.calibration import EngineLike, resolve_engine
-from layoutopt.perf_model.costs import PhaseCosts, output_moments, phase_costs
+from layoutopt.perf_model.costs import PhaseCosts, phase_costs
+from layoutopt.perf_model.workload_grids import output_moments
 from layoutopt.plan import ErrorBand, Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
 from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate, rows_at_rate, series_ttft
