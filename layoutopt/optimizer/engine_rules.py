@@ -41,15 +41,19 @@ def incompatible_pairs(engine: EngineRef | None, model: ModelSpec,
         return ()
     prefills = [c for c in candidates if c.role == "prefill"]
     decodes = [c for c in candidates if c.role == "decode"]
-    cache: dict[tuple, bool] = {}
+    # The pair rules read TP and PP alone: check each pair of keys once, on its first two layouts.
+    decode_keys = [_pair_key(d.layout) for d in decodes]
+    examples: dict[tuple[int, int], Layout] = {}
+    for d, key in zip(decodes, decode_keys):
+        examples.setdefault(key, d.layout)
+    refused: dict[tuple[int, int], list[str]] = {}  # prefill key -> decode names it cannot pair with
     pairs = []
     for p in prefills:
-        for d in decodes:
-            key = (_pair_key(p.layout), _pair_key(d.layout))
-            if key not in cache:
-                cache[key] = not check_pair(engine, model, p.layout, d.layout)
-            if not cache[key]:
-                pairs.append((p.name, d.name))
+        key = _pair_key(p.layout)
+        if key not in refused:
+            fits = {dk: not check_pair(engine, model, p.layout, layout) for dk, layout in examples.items()}
+            refused[key] = [d.name for d, dk in zip(decodes, decode_keys) if not fits[dk]]
+        pairs.extend((p.name, name) for name in refused[key])
     return tuple(pairs)
 
 
@@ -96,13 +100,19 @@ def pairing_signatures(engine: EngineRef | None, model: ModelSpec, proposals: Se
         return cache[(prefill, decode)]
 
     examples = {(p.role, _pair_key(p.layout)): p.layout for p in proposals}
+    # A signature depends on the role and the pair key alone (``pairs`` is cached by keys).
+    by_key: dict[tuple, tuple[bool, ...]] = {}
     signatures: dict[str, tuple[bool, ...]] = {}
     for p in proposals:
         key = _pair_key(p.layout)
-        if p.role == "prefill":
-            signatures[p.name] = tuple(pairs(key, d, p.layout, examples[("decode", d)]) for d in keys["decode"])
-        elif p.role == "decode":
-            signatures[p.name] = tuple(pairs(q, key, examples[("prefill", q)], p.layout) for q in keys["prefill"])
-        else:
-            signatures[p.name] = ()
+        signature = by_key.get((p.role, key))
+        if signature is None:
+            if p.role == "prefill":
+                signature = tuple(pairs(key, d, p.layout, examples[("decode", d)]) for d in keys["decode"])
+            elif p.role == "decode":
+                signature = tuple(pairs(q, key, examples[("prefill", q)], p.layout) for q in keys["prefill"])
+            else:
+                signature = ()
+            by_key[(p.role, key)] = signature
+        signatures[p.name] = signature
     return signatures

@@ -28,7 +28,7 @@ from layoutopt.optimizer.filters import (
 from layoutopt.plan import Percentiles
 from layoutopt.optimizer.pooling import with_pool_capacities
 from layoutopt.optimizer.pre_cuts import DEFAULT_PRE_CUTS, PreCuts
-from layoutopt.optimizer.space import Proposal, ProposalColumns, proposal_columns, proposal_count
+from layoutopt.optimizer.space import LAYOUT_DEGREES, Proposal, ProposalColumns, proposal_columns, proposal_count
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY, EngineProfile
 from layoutopt.perf_model.capacity import InstancePerf
 from layoutopt.optimizer.evaluation import Dominated, capacities, parallel_map, pruned_capacities
@@ -203,20 +203,25 @@ def _screen_gpu(screen: _Screen, gpu: GpuSpec) -> tuple[list[Proposal], _Tally, 
     if screen.engine is not None:
         broken = first_broken_rules(screen.engine, screen.ctx.model, gpu,
                                     columns.layouts(rows) | {"role": columns.role[rows]})
+    rule_drops: dict[str, list[int]] = {}
+    passing = []
+    for row, rule in zip(rows.tolist(), broken):
+        if rule is None:
+            passing.append(row)
+        else:
+            rule_drops.setdefault(rule, []).append(row)
+    # One Layout object per layout of this GPU, whatever the role (the memos downstream look
+    # arguments up by identity first); the Proposal fields are validated already (the columns).
     layouts: dict[tuple, Layout] = {}
     kept: list[Proposal] = []
-    rule_drops: dict[str, list[int]] = {}
-    for row, rule in zip(rows.tolist(), broken):
-        if rule is not None:
-            rule_drops.setdefault(rule, []).append(row)
-            continue
-        # One Layout object per layout of this GPU, whatever the role (the memos downstream look
-        # arguments up by identity first).
-        key = columns.layout_key(row)
-        if key not in layouts:
-            layouts[key] = columns.layout(row)
-        layout = layouts[key]
-        kept.append(columns.proposal(row, layout))
+    for degrees, weight, kv, role in zip(columns.degrees[passing].tolist(), columns.weight_precision[passing].tolist(),
+                                         columns.kv_precision[passing].tolist(), columns.role[passing].tolist()):
+        key = (*degrees, weight, kv)
+        layout = layouts.get(key)
+        if layout is None:
+            layout = layouts[key] = Layout(**dict(zip(LAYOUT_DEGREES, degrees)), weight_precision=weight,
+                                           kv_precision=kv)
+        kept.append(Proposal.model_construct(role=role, gpu=gpu, layout=layout))
     for rule, dropped in rule_drops.items():
         proposal = columns.proposal(dropped[0])
         first_violation = check_layout(screen.engine, screen.ctx.model, gpu, proposal.layout, proposal.role)[0]
