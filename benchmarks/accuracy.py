@@ -6,10 +6,16 @@ median and mean absolute % error of TTFT and TPOT, share within 20 % and median 
 Disaggregated rows whose worker counts the CSV leaves blank cannot be replayed exactly (the
 measurements README); they are left out of the figures and counted as such.
 
-    python benchmarks/accuracy.py [CSV ...] [--engine vllm] [--leave-one-gpu-out] [--breakdown] [--json]
+    python benchmarks/accuracy.py [CSV ...] [--engine vllm] [--leave-one-gpu-out] [--breakdown] [--residuals]
+                                  [--json]
 
 ``--breakdown`` adds, per GPU, the TTFT and TPOT error by mode, dense/MoE, precision and client
 concurrency (every row of the CSVs is a closed-loop run, so there is no open-loop split).
+``--residuals`` adds, per GPU and engine, the Spearman rank correlation of each row's log error
+(predicted / measured) with the row's features (concurrency, lengths, parallel degrees, model size,
+precision, the predicted latency itself): the residual analysis a new model term starts from (a
+term that removes a correlation should move the figures; |rho| >= 0.3 is flagged). With
+``--leave-one-gpu-out`` the same table is printed for the carried-over predictions.
 
 Without CSVs: ``reference/measurements/h100_sxm.csv`` and ``b200_sxm.csv``.
 Targets: TPOT MdAPE <= 10 %, TTFT MdAPE <= 20 %, >= 95 % of replayable rows predicted; leave
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -148,6 +155,89 @@ def breakdown(cases, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, dict[str, 
     return out
 
 
+def _feature_rows(case) -> dict[str, float]:
+    """Row features the residuals are correlated with (logs of sizes, so rank order is what counts)."""
+    from layoutopt.model_catalog.catalog import get_model
+    from layoutopt.model_catalog.spec import BYTES_PER_VALUE
+
+    model = get_model(case.model_id)
+    layout = case.layout or case.decode_layout
+    prefill = case.layout or case.prefill_layout
+    return {
+        "concurrency": math.log(max(case.concurrency, 1.0)),
+        "isl": math.log(case.isl),
+        "osl": math.log(case.osl),
+        "tp": math.log(layout.tp_size),
+        "ep": math.log(layout.ep_size),
+        "attention_dp": math.log(layout.dp_size),
+        "gpus": math.log(layout.gpus_per_instance),
+        "prefill_gpus": math.log(prefill.gpus_per_instance),
+        "active_params": math.log(model.active_params),
+        "moe": float(model.is_moe),
+        "weight_bytes": BYTES_PER_VALUE[layout.weight_precision],
+    }
+
+
+# The keys of _feature_rows, in table order.
+FEATURES = (
+    "concurrency", "isl", "osl", "tp", "ep", "attention_dp", "gpus", "prefill_gpus", "active_params", "moe",
+    "weight_bytes")
+# |Spearman rho| from which a correlation is flagged in the rendered table.
+FLAG_RHO = 0.3
+
+
+def residual_correlations(cases, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, dict]:
+    """{"GPU/engine": {"rows": n, "ttft": {feature: rho}, "tpot": {feature: rho}}}: Spearman rank
+    correlation of log(predicted / measured) with each row feature (and with the log of the predicted
+    latency, ``predicted``: residuals against fitted values; the measured latency would correlate by
+    construction, through its own noise) over the predicted rows; NaN where a feature is constant in the
+    group."""
+    from scipy.stats import spearmanr
+
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, case in enumerate(cases):
+        if np.isfinite(ttft[i]) and np.isfinite(tpot[i]) and ttft[i] > 0 and tpot[i] > 0:
+            groups[f"{case.gpu}/{case.engine}"].append(i)
+    out: dict[str, dict] = {}
+    for label in sorted(groups):
+        idx = groups[label]
+        features = [_feature_rows(cases[i]) for i in idx]
+        entry: dict = {"rows": len(idx)}
+        for metric, predicted in (("ttft", ttft), ("tpot", tpot)):
+            measured = np.array([getattr(cases[i], f"{metric}_ms") for i in idx])
+            error = np.log(predicted[idx] / measured)
+            columns = {name: np.array([f[name] for f in features]) for name in FEATURES}
+            columns["predicted"] = np.log(predicted[idx])
+            entry[metric] = {name: _spearman(spearmanr, error, values) for name, values in columns.items()}
+        out[label] = entry
+    return out
+
+
+def _spearman(spearmanr, error: np.ndarray, values: np.ndarray) -> float:
+    if len(error) < 3 or np.ptp(values) == 0 or np.ptp(error) == 0:
+        return float("nan")
+    return float(spearmanr(error, values).statistic)
+
+
+def render_residuals(table: dict[str, dict], title: str) -> str:
+    names = (*FEATURES, "predicted")
+    short = {"concurrency": "conc", "attention_dp": "adp", "prefill_gpus": "pgpus", "active_params": "active",
+             "weight_bytes": "wbytes", "predicted": "pred"}
+    lines = [title, f"{'gpu/engine':<18}{'rows':>5} {'':<5}" + "".join(f"{short.get(n, n):>8}" for n in names)]
+    for label, entry in table.items():
+        for metric in ("ttft", "tpot"):
+            cells = []
+            for name in names:
+                rho = entry[metric][name]
+                cells.append(f"{'-':>8}" if not math.isfinite(rho) else
+                             f"{rho:>+7.2f}{'*' if abs(rho) >= FLAG_RHO else ' '}")
+            head = f"{label:<18}{entry['rows']:>5}" if metric == "ttft" else f"{'':<23}"
+            lines.append(f"{head} {metric:<5}" + "".join(cells))
+    lines.append(f"(Spearman rho of log(predicted / measured) with each feature; + over-predicted the more, - under-"
+                 f"predicted the more the feature grows; * |rho| >= {FLAG_RHO:g}: a missing or mis-scaled term)")
+    return "\n".join(lines)
+
+
 def _label_order(label: str) -> tuple:
     """GPU, then concurrency bins in numeric order, other values alphabetically."""
     gpu, _, value = label.partition("/")
@@ -216,6 +306,14 @@ def targets(report: dict, tpot: float, ttft: float, supported: float | None) -> 
     return "\n".join(lines)
 
 
+def _logo_predictions(cases) -> tuple[np.ndarray, np.ndarray]:
+    ttft, tpot = np.full(len(cases), np.nan), np.full(len(cases), np.nan)
+    for i, case in enumerate(cases):
+        t, p, _ = predict_all([case], other_generation_profile(case))
+        ttft[i], tpot[i] = t[0], p[0]
+    return ttft, tpot
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", nargs="*", help="measurement CSVs (default: H100 and B200)")
@@ -223,6 +321,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--breakdown", action="store_true",
                         help="also split the errors by mode, dense/MoE, precision and concurrency")
+    parser.add_argument("--residuals", action="store_true",
+                        help="also correlate each row's error with its features (Spearman, per GPU and engine)")
     parser.add_argument("--leave-one-gpu-out", action="store_true",
                         help="also predict each GPU's rows with the profile fitted on the other generation")
     args = parser.parse_args()
@@ -232,27 +332,38 @@ def main() -> None:
             parser.error(f"measurement CSV not found: {path} (pass its path as an argument)")
     cases, left = load_all(paths, args.engine)
     report = evaluate_cases(cases, left)
-    split = None
-    if args.breakdown:
+    split = residuals = logo_residuals = None
+    if args.breakdown or args.residuals:
         ttft, tpot, _ = predict_all(cases)
-        split = breakdown(cases, ttft, tpot)
-    if args.json and not args.leave_one_gpu_out:
-        print(json.dumps(report if split is None else {"in_sample": report, "breakdown": split}, indent=2))
-        return
+        split = breakdown(cases, ttft, tpot) if args.breakdown else None
+        residuals = residual_correlations(cases, ttft, tpot) if args.residuals else None
     logo = evaluate_cases(cases, left, other_generation_profile) if args.leave_one_gpu_out else None
+    if args.residuals and args.leave_one_gpu_out:
+        logo_residuals = residual_correlations(cases, *_logo_predictions(cases))
     if args.json:
-        print(json.dumps({"in_sample": report, "leave_one_gpu_out": logo, "breakdown": split}, indent=2))
+        out = {"in_sample": report}
+        for key, value in (("leave_one_gpu_out", logo), ("breakdown", split), ("residuals", residuals),
+                           ("leave_one_gpu_out_residuals", logo_residuals)):
+            if value is not None:
+                out[key] = value
+        print(json.dumps(out if len(out) > 1 else report, indent=2))
         return
     print(render(report, "== each GPU with its own generation's profile"))
     print("targets:\n" + targets(report, 10.0, 20.0, 95.0))
     if split is not None:
         print()
         print(render_breakdown(split))
+    if residuals is not None:
+        print()
+        print(render_residuals(residuals, "-- residual correlations, each GPU with its own generation's profile"))
     if logo:
         print()
         print(render(logo, "== leave-one-GPU-out: H100 rows with the profile fitted on B200, B200 rows with "
                            "the one fitted on H100"))
         print("targets:\n" + targets(logo, 15.0, 30.0, None))
+    if logo_residuals is not None:
+        print()
+        print(render_residuals(logo_residuals, "-- residual correlations, leave-one-GPU-out"))
 
 
 if __name__ == "__main__":

@@ -115,3 +115,35 @@ def test_accuracy_breakdown_splits_errors_by_concurrency_kind_and_precision():
     assert tables["precision"]["H100-SXM/bf16"]["ttft"]["mdape"] == pytest.approx(50.0)
     assert tables["precision"]["H100-SXM/fp8"]["tpot"]["mdape"] == pytest.approx(0.0)
     assert "-- by concurrency" in render_breakdown(tables)
+
+
+def test_accuracy_residuals_correlate_the_error_with_row_features():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from accuracy import residual_correlations, render_residuals
+
+    def case(rid, conc, tp):
+        return MeasuredCase(rid, "vllm", "agg", "meta-llama/Llama-3.1-8B-Instruct", 1024, 128, float(conc),
+                            Layout(tp_size=tp, weight_precision="fp8"), None, 1, None, 1, None, 100.0, 10.0,
+                            gpu="H100-SXM")
+
+    cases = [case("a", 4, 1), case("b", 16, 4), case("c", 64, 2), case("d", 256, 8)]
+    # TTFT over-predicted more the higher the concurrency; TPOT error falls with it.
+    ttft = np.array([101.0, 110.0, 130.0, 190.0])
+    tpot = np.array([12.0, 11.0, 10.5, 10.0])
+    table = residual_correlations(cases, ttft, tpot)
+    entry = table["H100-SXM/vllm"]
+    assert entry["rows"] == 4
+    assert entry["ttft"]["concurrency"] == pytest.approx(1.0)
+    assert entry["tpot"]["concurrency"] == pytest.approx(-1.0)
+    # TP order 1, 4, 2, 8 against errors rising with rows a..d: rho = 0.8.
+    assert entry["ttft"]["tp"] == pytest.approx(0.8)
+    assert math.isnan(entry["ttft"]["isl"])  # constant over the group
+    assert math.isnan(entry["ttft"]["moe"])
+    text = render_residuals(table, "title")
+    assert "+1.00*" in text and "-1.00*" in text
+    # Rows the model could not replay (NaN) are left out of the correlation.
+    table = residual_correlations(cases, np.array([101.0, 110.0, np.nan, 190.0]), tpot)
+    assert table["H100-SXM/vllm"]["rows"] == 3
