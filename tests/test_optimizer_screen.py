@@ -16,6 +16,7 @@ from layoutopt.optimizer.enumeration import _Screen, _Tally, filter_context, rol
 from layoutopt.optimizer.filters import STRUCTURAL_FILTERS
 from layoutopt.optimizer.pre_cuts import PreCuts
 from layoutopt.optimizer.space import enumerate_proposals, proposal_count
+from layoutopt.perf_model.calibration import get_engine_profile
 from layoutopt.workloads.presets import preset_workload
 from layoutopt.workloads.slo import SLO
 
@@ -124,3 +125,18 @@ def test_survivors_of_a_gpu_type_share_layout_objects():
     for proposal in screened:
         assert by_layout.setdefault(proposal.layout, proposal.layout) is proposal.layout
     assert len(by_layout) < len(screened)
+
+
+def test_screens_with_an_unpriced_gpu_and_a_profile_object():
+    """A GPU without a price (its budget drops cost $0) and a fitted profile object as the engine
+    (its own batch size sizes the activations) screen as the per-proposal filters do."""
+    gpus = [get_gpu("H100").model_copy(update={"price": None}), get_gpu("B200")]
+    profile = get_engine_profile("vllm").model_copy(update={"name": "vllm~fit", "max_num_batched_tokens": 4096})
+    ctx = filter_context(get_model("deepseek-v3"), preset_workload("chat"), SLO_CHAT, profile,
+                         gpu_limits={gpus[0].name: 16}, max_usd_per_hour=200.0)
+    roles = roles_for_mode("auto")
+    kept, tally, _ = _one_pass(ctx, gpus, roles)
+    merged = _Tally()
+    screened, _ = screened_proposals(_Screen(ctx, engine_ref_of("vllm"), tuple(roles), "auto", PreCuts()), gpus, merged)
+    _assert_same(screened, merged, kept, tally)
+    assert tally.smallest_over_budget.gpu == gpus[0].name and tally.smallest_over_budget.cost_usd_per_hour == 0.0
