@@ -13,9 +13,9 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
-import yaml
 
 from layoutopt.plan import ErrorBand, LatencyBand
+from layoutopt.io_safe import load_package_yaml
 
 CASE_MODES = {"agg": "colocated", "disagg": "disaggregated"}
 BUILTIN_BANDS_FILE = "data/builtin_bands.yaml"
@@ -60,7 +60,7 @@ def bands_from_residuals(engine: str, generation: str, case_modes: list[str], re
 @lru_cache(maxsize=1)
 def builtin_bands() -> tuple[ErrorBand, ...]:
     text = resources.files("layoutopt.calibrate").joinpath(BUILTIN_BANDS_FILE).read_text()
-    return tuple(ErrorBand.model_validate(item) for item in (yaml.safe_load(text) or []))
+    return tuple(ErrorBand.model_validate(item) for item in (load_package_yaml(text) or []))
 
 
 def builtin_band(engine: str, generation: str, mode: str) -> ErrorBand:

@@ -5,16 +5,14 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-import yaml
 
 from layoutopt.engines.schema import EngineData, RouterData
+from layoutopt.io_safe import load_package_yaml
 
 _DATA_PACKAGE = "layoutopt.engines"
 # The router release emit writes for each engine's disaggregated and load-balanced pools
 # (pypi.org/project/vllm-router/0.1.17/, pypi.org/project/sglang-router/0.3.2/).
 ROUTER_RELEASES: dict[str, tuple[str, str]] = {"vllm": ("vllm-router", "0.1.17"), "sglang": ("sglang-router", "0.3.2")}
-# libyaml's loader reads the largest file (500+ flags) in a fraction of a second; the pure-Python one takes seconds.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _data_dir():
@@ -44,7 +42,7 @@ def load_engine_data(engine: str, version: str) -> EngineData:
     path = _data_dir() / f"{engine}-{version}.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"no engine data for {engine}=={version} in layoutopt/engines/data")
-    return EngineData.model_validate(yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER))
+    return EngineData.model_validate(load_package_yaml(path.read_text(encoding="utf-8")))
 
 
 def all_engine_data() -> list[EngineData]:
@@ -59,7 +57,7 @@ def load_router_data(package: str, version: str) -> RouterData:
     path = _data_dir() / "routers" / f"{package}-{version}.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"no router data for {package}=={version} in layoutopt/engines/data/routers")
-    return RouterData.model_validate(yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER))
+    return RouterData.model_validate(load_package_yaml(path.read_text(encoding="utf-8")))
 
 
 def router_data(engine: str) -> RouterData:

@@ -12,11 +12,10 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.errors import InputError, unknown_name_error
-from layoutopt.io_safe import parse_json_text, read_text
+from layoutopt.io_safe import parse_json_text, read_text, load_package_yaml
 from layoutopt.model_catalog.hf_import import spec_from_hf_config
 from layoutopt.model_catalog.spec import ModelSpec
 
@@ -54,7 +53,7 @@ class _Catalog(_Frozen):
 def catalog_entries() -> tuple[CatalogEntry, ...]:
     """The rows of the built-in catalog, in file order."""
     text = resources.files(_DATA_PACKAGE).joinpath("data", "models.yaml").read_text(encoding="utf-8")
-    return _Catalog.model_validate(yaml.safe_load(text)).models
+    return _Catalog.model_validate(load_package_yaml(text)).models
 
 
 @lru_cache(maxsize=1)

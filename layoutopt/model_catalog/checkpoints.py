@@ -19,12 +19,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.schemas import Precision
 from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.io_safe import load_package_yaml
 
 CHECKPOINT_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "fp4", "int4", "mxfp4")
 DATA_FILE = "layoutopt/model_catalog/data/checkpoints.yaml"
@@ -66,7 +66,7 @@ class _File(_Frozen):
 def prequantized_checkpoints() -> tuple[PrequantizedCheckpoint, ...]:
     """The rows of ``data/checkpoints.yaml``, in file order."""
     text = resources.files("layoutopt.model_catalog").joinpath("data", "checkpoints.yaml").read_text(encoding="utf-8")
-    return _File.model_validate(yaml.safe_load(text)).checkpoints
+    return _File.model_validate(load_package_yaml(text)).checkpoints
 
 
 def _catalog_releases(model_name: str) -> tuple[Checkpoint, ...]:

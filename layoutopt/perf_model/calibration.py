@@ -21,10 +21,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.errors import unknown_name_error
+from layoutopt.io_safe import load_package_yaml
 
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 
@@ -89,7 +89,7 @@ def _load_profiles() -> dict[tuple[str, str], EngineProfile]:
     """(engine, generation) -> profile; a YAML key ``vllm@blackwell`` is vLLM fitted on Blackwell,
     a plain ``vllm`` the engine's reference (Hopper) profile."""
     text = resources.files("layoutopt.perf_model").joinpath("data/engine_profiles.yaml").read_text()
-    raw = yaml.safe_load(text)
+    raw = load_package_yaml(text)
     out = {}
     for key, fields in raw.items():
         name, _, generation = key.partition("@")

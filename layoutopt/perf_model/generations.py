@@ -11,10 +11,10 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.io_safe import load_package_yaml
 
 REFERENCE_GENERATION = "hopper"
 
@@ -54,7 +54,7 @@ class Scales(_Frozen):
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, GenerationSpec], float]:
-    raw = yaml.safe_load(resources.files("layoutopt.perf_model").joinpath("data/generations.yaml").read_text())
+    raw = load_package_yaml(resources.files("layoutopt.perf_model").joinpath("data/generations.yaml").read_text())
     dequant = float(raw.pop("weight_only")["dequant_scale"])
     return {name: GenerationSpec(name=name, **fields) for name, fields in raw.items()}, dequant
 

@@ -34,6 +34,7 @@ from layoutopt.report.launch import InstanceSpec, node_context
 from layoutopt.report.plan_inputs import placed_on_cluster
 from layoutopt.report.names import dns_name, shell_word
 from layoutopt.report.node_launch import BASE_PORT, BOOTSTRAP_BASE_PORT, NIXL_SIDE_CHANNEL_BASE_PORT, NodeLaunch, node_launch
+from layoutopt.io_safe import load_package_yaml
 
 # Images the engine projects publish, tagged by version (hub.docker.com/r/vllm/vllm-openai tags
 # v0.13.0 ...; hub.docker.com/r/lmsysorg/sglang tags v0.5.3 ...).
@@ -81,7 +82,7 @@ def dump_yaml(objects: list[dict[str, Any]]) -> str:
 @lru_cache(maxsize=None)
 def _gpu_products() -> dict[str, dict[str, str]]:
     text = (resources.files("layoutopt.report") / "data" / "gpu_products.yaml").read_text()
-    return yaml.safe_load(text)["gpus"]
+    return load_package_yaml(text)["gpus"]
 
 
 def gpu_resource(gpu: str) -> dict[str, str]:
