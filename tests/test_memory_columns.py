@@ -53,19 +53,20 @@ def _grid_layouts() -> list[Layout]:
 
 
 @pytest.mark.parametrize("model_name", MODELS + ("qwen3-32b", "mixtral-8x7b"))
-@pytest.mark.parametrize("gpu_name", ["H100", "MI300X"])
-def test_layout_rules_over_columns_equal_check_layout(model_name, gpu_name):
+@pytest.mark.parametrize("gpu_name", ["H100", "MI300X", "L40S"])
+@pytest.mark.parametrize("cross", [False, True])
+def test_layout_rules_over_columns_equal_check_layout(model_name, gpu_name, cross):
     model, gpu = get_model(model_name), get_gpu(gpu_name)
     layouts = _grid_layouts()
     expected = []
     for layout in layouts:
         try:
-            memory.check_layout(model, gpu, layout)
+            memory.check_layout(model, gpu, layout, allow_cross_domain=cross)
             expected.append(True)
         except LayoutError:
             expected.append(False)
     arrays = {f: np.array([getattr(layout, f) for layout in layouts]) for f in Layout.model_fields}
-    assert memory.layouts_pass_check(model, gpu, arrays).tolist() == expected
+    assert memory.layouts_pass_check(model, gpu, arrays, allow_cross_domain=cross).tolist() == expected
     assert True in expected and False in expected
 
 

@@ -36,13 +36,26 @@ def test_space_rules():
     assert all(d["dp_size"] == 1 and d["ep_size"] == 1 for d in dense)  # DP/EP only for MoE
     assert {d["pcp_size"] for d in dense} == {1, 2, 4}  # PCP on prefilling roles, whatever the prompt
     assert {d["pp_size"] for d in dense} == {1, 2, 4, 8}  # every depth
-    assert {d["tp_size"] for d in dense} == {1, 2, 4, 8}  # powers of two within the 8-GPU domain
+    # Powers of two within the 8-GPU domain, and TP16 over two whole domains without PP.
+    assert {d["tp_size"] for d in dense} == {1, 2, 4, 8, 16}
+    assert {d["pp_size"] for d in dense if d["tp_size"] * d["pcp_size"] > 8} == {1}
+    assert {d["tp_size"] * d["pcp_size"] for d in dense} == {1, 2, 4, 8, 16, 32} - {32}
     moe = list(degree_combinations(MOE, H100, "decode"))
-    assert all(d["tp_size"] * d["dp_size"] <= 8 for d in moe)
     assert all(d["ep_size"] in (1, d["tp_size"] * d["dp_size"]) for d in moe)
+    # Beyond one domain only attention DP x EP over whole domains (each DP rank's TP inside one),
+    # up to 128 GPUs, without PP.
+    inside = [d for d in moe if d["tp_size"] * d["dp_size"] <= 8]
+    spread = [d for d in moe if d["tp_size"] * d["dp_size"] > 8]
+    assert {d["tp_size"] * d["dp_size"] for d in spread} == {16, 32, 64, 128}
+    assert all(d["tp_size"] <= 8 and d["ep_size"] == d["tp_size"] * d["dp_size"] and d["pp_size"] == 1
+               for d in spread)
+    assert {d["pp_size"] for d in inside} == {1, 2, 4, 8}
+    moe = inside
     assert all(d["pcp_size"] == 1 for d in moe)  # decode never gets PCP
     # DCP only while tp > KV heads (2 for Qwen3.5), up to tp / KV heads.
     assert {(d["tp_size"], d["dcp_size"]) for d in moe if d["dcp_size"] > 1} == {(4, 2), (8, 2), (8, 4)}
+    # PCIe cards: stages inside one PCIe server (8 GPUs, links.local_domain), and TP16 over two.
+    assert {d["tp_size"] for d in degree_combinations(DENSE, get_gpu("L40S"), "colocated")} == {1, 2, 4, 8, 16}
     long_prefill = list(degree_combinations(DENSE, H100, "prefill"))
     assert {d["pcp_size"] for d in long_prefill} == {1, 2, 4}
     assert all(d["dcp_size"] == 1 for d in long_prefill)
@@ -60,8 +73,10 @@ def test_precision_pairs():
     (precision_support, proposal(gpu=A100, weight_precision="fp8"), proposal(gpu=get_gpu("MI300X"),
                                                                           weight_precision="fp4")),
     (precision_support, proposal(weight_precision="fp4"), proposal(gpu=get_gpu("MI300X"), weight_precision="int4")),
-    (scaleup_domain, proposal(tp_size=8), proposal(tp_size=8, pcp_size=2)),
-    (divisibility, proposal(tp_size=8), proposal(tp_size=16)),  # 64 heads, 8 KV heads: tp 16 breaks KV heads
+    # A dense stage spreads over at most two whole domains, without PP (space.stage_span_problem).
+    (scaleup_domain, proposal(tp_size=8, pcp_size=2), proposal(tp_size=8, pcp_size=4)),
+    (scaleup_domain, proposal(tp_size=16), proposal(tp_size=16, pp_size=2)),
+    (divisibility, proposal(tp_size=16), proposal(tp_size=128)),  # 64 attention heads: tp 128 does not divide them
     (memory_fit, proposal(tp_size=1, weight_precision="fp8"),
      proposal(tp_size=1, weight_precision="bf16", gpu=get_gpu("L4"))),
 ])

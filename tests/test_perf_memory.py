@@ -154,7 +154,7 @@ def test_engine_kv_policies_differ_as_their_sources_say():
 @pytest.mark.parametrize("model,layout,rule", [
     ("llama-3.1-8b", Layout(tp_size=3), "attention heads 32 must be divisible by tp_size 3"),
     ("qwen3-30b-a3b", Layout(tp_size=8), None),
-    ("llama-3.1-8b", Layout(tp_size=16), "exceed the 8-GPU scale-up domain"),
+    ("llama-3.1-8b", Layout(tp_size=16), "exceed the 8-GPU local domain"),
     ("llama-3.1-8b", Layout(pp_size=64), "pp_size 64 exceeds the model's 32 layers"),
     ("mixtral-8x7b", Layout(tp_size=8, dp_size=2, ep_size=16), "routed experts 8 must be divisible by ep_size 16"),
     ("llama-3.1-8b", Layout(tp_size=2, ep_size=2), "need a MoE model"),
@@ -174,6 +174,11 @@ def test_check_layout_precision_and_cross_domain():
     # FP8 weights on A100 (no FP8 math) are served weight-only, dequantized into BF16 GEMMs.
     check_layout(llama8, get_gpu("A100-80GB-SXM"), Layout(weight_precision="fp8"))
     check_layout(llama8, H100, Layout(tp_size=16), allow_cross_domain=True)
+    # A PCIe server is the local domain of PCIe cards (links.local_domain): TP8 inside it is no
+    # cross-domain layout; TP16 over two servers is.
+    check_layout(llama8, get_gpu("L40S"), Layout(tp_size=8))
+    with pytest.raises(LayoutError, match="8-GPU local domain of L40S"):
+        check_layout(llama8, get_gpu("L40S"), Layout(tp_size=16))
     check_layout(get_model("llama-3.1-405b"), H100, Layout(tp_size=8, pp_size=2))
 
 

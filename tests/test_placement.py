@@ -9,7 +9,8 @@ from test_placement_fixtures import plan, pool
 
 from layoutopt.errors import InfeasibleError
 from layoutopt.topology import load_cluster, place, validate_placement
-from layoutopt.topology.placement.encoding import instance_gpus
+from layoutopt.topology.cluster import GpuId
+from layoutopt.topology.placement.encoding import instance_gpus, placed_instance
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "clusters"
 
@@ -27,13 +28,30 @@ def test_tp16_fits_one_nvl72_domain():
     assert len(first.nodes) == 4 and len(instance_gpus(first)) == 16   # four trays of 4
 
 
-def test_tp16_is_refused_on_hgx_with_the_reason():
-    result = place(plan(pool("decode", tp=16)), example("hgx-h100-rack"))
-    assert result.status == "infeasible" and not result.plan.placement
-    (reason,) = result.reasons
-    assert "16 GPUs per pipeline stage in one NVLink domain" in reason and "has 8 GPUs" in reason
-    with pytest.raises(InfeasibleError):
-        result.raise_if_unplaced()
+def test_tp16_spreads_over_two_whole_hgx_nodes():
+    # The perf model costs a 16-GPU stage on 8-GPU domains as two domains of 8 (links.SpanningGroup).
+    cluster = example("hgx-h100-rack")
+    result = place(plan(pool("decode", tp=16, instances=2)), cluster)
+    assert result.placed and validate_placement(result.plan, cluster) == []
+    for placed in result.plan.placement:
+        assert len(placed.nodes) == 2 and len(instance_gpus(placed)) == 16
+        assert all(len(placed.gpus_by_node[n]) == 8 for n in placed.nodes)
+
+
+def test_a_stage_split_unevenly_over_nodes_is_a_violation():
+    cluster = example("hgx-h100-rack")
+    result = place(plan(pool("decode", tp=16)), cluster)
+    gpus = instance_gpus(result.plan.placement[0])
+    nodes = sorted({g.node for g in gpus})
+    # 8 + 4 + 4 GPUs over three nodes: not two whole domains of 8.
+    other = next(n for n in cluster.nodes if n not in nodes)
+    uneven = ([g for g in gpus if g.node == nodes[1]] + [GpuId(nodes[0], i) for i in range(4)]
+              + [GpuId(other, i) for i in range(4)])
+    first = result.plan.placement[0]
+    broken = result.plan.model_copy(update={"placement": [placed_instance(
+        first.instance_id, first.role, uneven, first.pool_index)]})
+    problems = validate_placement(broken, cluster)
+    assert any("spans local domains" in p and "2 whole groups of 8 GPUs" in p for p in problems), problems
 
 
 def test_tp8_pp2_spans_two_hgx_nodes_and_reports_the_stage_link():

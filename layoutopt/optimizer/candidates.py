@@ -53,8 +53,9 @@ class Candidate(_Frozen):
     decode_tok_per_s: float = Field(default=0.0, ge=0, description="output tokens/s one instance sustains")
     bottleneck: str = Field(default="", description="what limits capacity, e.g. 'TTFT p90', 'decode KV capacity'")
     nvlink_group_gpus: int = Field(
-        default=0, ge=0, description="GPUs that must share one NVLink domain: the whole instance when the perf "
-        "model put its pipeline stages on NVLink, else one stage (0: one stage)")
+        default=0, ge=0, description="GPUs that must share one local domain (NVLink domain, or PCIe server): the "
+        "whole instance when the perf model put its pipeline stages on the local fabric, else one stage, or one "
+        "whole domain of a stage spread over several (0: one stage)")
 
     pool_rps_per_instance: tuple[tuple[int, float], ...] = Field(
         default=(), description="(n, requests/s per instance when n instances share the router's queue, x headroom) "
@@ -71,7 +72,7 @@ class Candidate(_Frozen):
 
     @property
     def domain_group_gpus(self) -> int:
-        """GPUs of this instance that must sit in one NVLink domain, as the perf model assumed."""
+        """GPUs of this instance that must sit in one local domain, as the perf model assumed."""
         return self.nvlink_group_gpus or self.layout.gpus_per_stage
 
     @property

@@ -3,14 +3,16 @@
 A cluster changes the problem in four places, all computed here from the cluster's free GPUs:
 
 - GPU limits: free GPUs per type (``Cluster.budget``), cut further by a ``--budget`` given with it;
-- the scale-up domain: each GPU type's ``GpuSpec`` is copied with the most free GPUs one NVLink
-  domain of the cluster offers (72 on an empty NVL72, 8 on HGX, 3 on a server with 5 GPUs in use)
-  and its slowest NIC per GPU, so the candidate space, the filters, ``check_layout`` and the perf
-  model's links (NVLink inside a group that fits, the network beyond) all see the cluster, not the
-  catalog's usual node;
-- packing: stage groups (tp x dp x pcp GPUs, powers of two) must fit the free GPUs of single
-  domains. With power-of-two sizes, groups of size >= s fill at most ``s * floor(free_d / s)``
-  GPUs of domain d, which gives one linear limit per (GPU type, s): ``domain_capacity_gpus``;
+- the scale-up domain: each GPU type with a scale-up fabric has its ``GpuSpec`` copied with the
+  most free GPUs one NVLink domain of the cluster offers (72 on an empty NVL72, 8 on HGX, 3 on a
+  server with 5 GPUs in use), and every type its slowest NIC per GPU, so the candidate space, the
+  filters, ``check_layout`` and the perf model's links (NVLink inside a group that fits, the
+  network beyond) all see the cluster, not the catalog's usual node;
+- packing: stage groups (tp x dp x pcp GPUs, powers of two; one whole domain per unit of a stage
+  spread over domains, ``perf_model.spans``) must fit the free GPUs of single local domains (an
+  NVLink domain, or a PCIe-only node: ``Cluster.local_domains``). With power-of-two sizes, groups
+  of size >= s fill at most ``s * floor(free_d / s)`` GPUs of domain d, which gives one linear
+  limit per (GPU type, s): ``domain_capacity_gpus``;
 - KV links: the same-rack link (NIC) and the cross-rack link (the uplink's fair share per GPU),
   and the most GPUs of each type one rack holds (pools that must stay in one rack).
 
@@ -41,7 +43,7 @@ class ClusterLimits(BaseModel):
     name: str
     gpu_limits: dict[str, int] = Field(description="free GPUs per type, after any --budget restriction")
     scaleup_domain_gpus: dict[str, int] = Field(description="GPUs in the largest NVLink domain")
-    max_stage_gpus: dict[str, int] = Field(description="most free GPUs in one NVLink domain: the largest stage group")
+    max_stage_gpus: dict[str, int] = Field(description="most free GPUs in one local domain: the largest stage group")
     domain_capacity_gpus: dict[str, dict[int, int]] = Field(
         description="s -> GPUs that groups of s or more GPUs can fill, sum_d s * floor(free_d / s)")
     rack_gpus: dict[str, int] = Field(description="most free GPUs of the type in one rack")
@@ -54,7 +56,8 @@ class ClusterLimits(BaseModel):
         """``gpu`` as this cluster has it: the free GPUs of its best NVLink domain, its NIC bandwidth."""
         update: dict = {}
         domain = self.max_stage_gpus.get(gpu.name)
-        if domain:
+        if domain and gpu.scaleup_gb_per_s > 0 and gpu.scaleup_domain_gpus > 1:
+            # PCIe cards keep their 1-GPU domain: their local domain is the server (links.local_domain).
             update["scaleup_domain_gpus"] = domain
         nic = self.nic_gb_per_s_per_gpu.get(gpu.name)
         if nic:
@@ -64,7 +67,7 @@ class ClusterLimits(BaseModel):
     def notes(self) -> list[str]:
         """Where the cluster's free GPUs limit the layouts considered (fragmented domains)."""
         return [f"cluster {self.name}: at most {free} free {gpu} GPUs in one NVLink domain (domains of "
-                f"{self.scaleup_domain_gpus[gpu]}), so no TP/EP group or NVLink-joined instance is larger"
+                f"{self.scaleup_domain_gpus[gpu]}), so a larger stage spreads over several domains and their NICs"
                 for gpu, free in sorted(self.max_stage_gpus.items()) if free < self.scaleup_domain_gpus.get(gpu, 0)]
 
     @property
@@ -95,9 +98,9 @@ def cluster_limits(cluster: Cluster, budget: Budget) -> ClusterLimits:
     """Everything the optimizer needs from ``cluster`` for the GPU types of ``budget``."""
     types = sorted(budget.gpu_counts)
     domain_free: dict[str, list[int]] = {t: [] for t in types}
-    for domain in cluster.domains.values():
+    for domain in cluster.local_domains.values():
         if domain.gpu in domain_free:
-            domain_free[domain.gpu].append(len(cluster.free_in_domain(domain.name)))
+            domain_free[domain.gpu].append(len(cluster.free_in_local_domain(domain.name)))
     rack_gpus: dict[str, int] = {}
     for rack in cluster.racks.values():
         for t in types:

@@ -35,6 +35,7 @@ from layoutopt.optimizer.evaluation import Dominated, capacities, parallel_map, 
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link, inter_node_link
+from layoutopt.perf_model.spans import local_domain_gpus, stage_unit_gpus
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
 
@@ -261,9 +262,10 @@ def candidate_shape(proposal: Proposal, model: ModelSpec, workload: Workload, he
         name=proposal.name, role=role, gpu=gpu.name, layout=layout,
         cost_usd_per_hour=gpu.price.typical_usd_per_hour * layout.gpus_per_instance,
         capacity_rps=capacity_rps, max_batch_size=1, kv_bytes_per_request=kv_bytes, nic_gb_per_s=nic_gb_per_s,
-        # pipeline_link() puts an instance that fits one domain on NVLink, so placement must keep it there.
-        nvlink_group_gpus=(layout.gpus_per_instance if layout.gpus_per_instance <= gpu.scaleup_domain_gpus
-                           else layout.gpus_per_stage),
+        # pipeline_link() puts an instance that fits one local domain on its fabric, so placement must
+        # keep it there; a stage spread over domains needs one whole domain per unit (perf_model.spans).
+        nvlink_group_gpus=(layout.gpus_per_instance if layout.gpus_per_instance <= local_domain_gpus(gpu)
+                           else stage_unit_gpus(gpu, layout.gpus_per_stage)),
     )
 
 

@@ -14,6 +14,10 @@ k times over, than the proposal's upper bound (``perf_model.capacity.capacity_up
 fraction of a full evaluation's cost): the full evaluation could only find it dominated. The
 decision depends on bounds and capacities alone, so the table is the same on any machine and
 whatever is cached.
+
+Every layout evaluated here passed the structural screens, whose ``scale-up domain`` rule
+(``space.stage_span_problem``) decides which stages may spread over whole local domains; the
+capacity calls therefore pass ``allow_cross_domain`` and cost such stages over the NICs.
 """
 
 from __future__ import annotations
@@ -86,7 +90,8 @@ def _job_keys(shared_key: tuple, jobs: Sequence[Job]) -> list[tuple]:
 
 def _evaluate_chunk(shared: _Shared, jobs: Sequence[Job]) -> list[InstancePerf]:
     return [instance_capacity(shared.model, gpu, layout, role, shared.workload, shared.slo, engine=shared.engine,
-                              headroom=shared.headroom, kv_link=link) for gpu, layout, role, link in jobs]
+                              headroom=shared.headroom, kv_link=link, allow_cross_domain=True)
+            for gpu, layout, role, link in jobs]
 
 
 def available_workers() -> int:
@@ -161,7 +166,7 @@ def _cached(key: tuple) -> InstancePerf | None:
 def _bound(shared: _Shared, job: Job, tier: BoundTier) -> CapacityBound:
     gpu, layout, role, link = job
     return capacity_upper_bound(shared.model, gpu, layout, role, shared.workload, shared.slo, engine=shared.engine,
-                                headroom=shared.headroom, kv_link=link, tier=tier)
+                                headroom=shared.headroom, kv_link=link, tier=tier, allow_cross_domain=True)
 
 
 def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple], shapes: Sequence,
@@ -244,7 +249,7 @@ MIN_PARALLEL_POOL_JOBS = 8
 def _pool_job(shared: _Shared, job: "PoolJob") -> list[float]:
     gpu, layout, role, link, sizes = job
     return pool_capacities_rps(shared.model, gpu, layout, role, shared.workload, shared.slo, sizes,
-                               engine=shared.engine, headroom=shared.headroom, kv_link=link)
+                               engine=shared.engine, headroom=shared.headroom, kv_link=link, allow_cross_domain=True)
 
 
 def pool_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, headroom: float,

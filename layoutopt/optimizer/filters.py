@@ -19,10 +19,11 @@ from layoutopt.errors import LayoutError
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
 from layoutopt.optimizer.scaling import cost_units, rate_units
-from layoutopt.optimizer.space import Proposal, ProposalColumns
+from layoutopt.optimizer.space import Proposal, ProposalColumns, stage_span_problem, stage_spans_allowed
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.calibration import EngineLike
 from layoutopt.perf_model.precision import weight_precision_supported
+from layoutopt.perf_model.spans import stage_unit_gpus
 from layoutopt.plan import Layout
 from layoutopt.workloads.slo import SLO
 
@@ -38,7 +39,7 @@ class FilterContext(BaseModel):
     fit_context_tokens: float = 1.0
     prefill_fit_context_tokens: float = 1.0
     p90_input_tokens: float = 1.0
-    max_stage_gpus: dict[str, int] = {}  # GPU type -> most free GPUs in one NVLink domain (cluster file)
+    max_stage_gpus: dict[str, int] = {}  # GPU type -> most free GPUs in one local domain (cluster file)
     gpu_limits: dict[str, int] = {}  # GPU type -> GPUs the budget allows (types absent: $ cap only)
     max_usd_per_hour: float | None = None
 
@@ -67,18 +68,18 @@ def precision_support(ctx: FilterContext, p: Proposal) -> str | None:
 
 
 def scaleup_domain(ctx: FilterContext, p: Proposal) -> str | None:
-    """A pipeline stage (tp x dp x pcp GPUs) talks every layer, so it stays in one NVLink domain."""
-    if p.layout.gpus_per_stage > p.gpu.scaleup_domain_gpus:
-        return (f"{p.layout.short_name()}: {p.layout.gpus_per_stage} GPUs per stage exceed the "
-                f"{p.gpu.scaleup_domain_gpus}-GPU scale-up domain of {p.gpu.name}")
-    return None
+    """A pipeline stage (tp x dp x pcp GPUs) talks every layer: it stays in one local domain or
+    spreads over whole ones as the search allows (``space.stage_span_problem``)."""
+    return stage_span_problem(ctx.model, p.gpu, p.layout)
 
 
 def cluster_free_domain(ctx: FilterContext, p: Proposal) -> str | None:
-    """On a cluster file, a stage group needs that many free GPUs in one NVLink domain."""
+    """On a cluster file, a stage's unit (the stage, or one domain of a spread stage) needs that
+    many free GPUs in one local domain."""
     free = ctx.max_stage_gpus.get(p.gpu.name)
-    if free is not None and p.layout.gpus_per_stage > free:
-        return (f"{p.layout.short_name()}: {p.layout.gpus_per_stage} GPUs per stage but no NVLink domain of the "
+    unit = stage_unit_gpus(p.gpu, p.layout.gpus_per_stage)
+    if free is not None and unit > free:
+        return (f"{p.layout.short_name()}: {unit} GPUs of a stage in one domain but no local domain of the "
                 f"cluster has more than {free} free {p.gpu.name}")
     return None
 
@@ -86,7 +87,7 @@ def cluster_free_domain(ctx: FilterContext, p: Proposal) -> str | None:
 def divisibility(ctx: FilterContext, p: Proposal) -> str | None:
     """Heads, KV heads, experts and layers must split evenly (the perf model's layout rules)."""
     try:
-        memory.check_layout(ctx.model, p.gpu, p.layout)
+        memory.check_layout(ctx.model, p.gpu, p.layout, allow_cross_domain=True)
     except LayoutError as error:
         return f"{p.layout.short_name()}: {error.allowed}"
     return None
@@ -155,16 +156,17 @@ def precision_support_drops(ctx: FilterContext, c: ProposalColumns, alive: np.nd
 
 
 def scaleup_domain_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
-    return c.gpus_per_stage > c.gpu.scaleup_domain_gpus
+    return ~stage_spans_allowed(ctx.model, c.gpu, c.degree("tp_size"), c.degree("dp_size"), c.degree("pcp_size"),
+                                c.degree("ep_size"), c.degree("pp_size"))
 
 
 def cluster_free_domain_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
     free = ctx.max_stage_gpus.get(c.gpu.name)
-    return c.gpus_per_stage > free if free is not None else np.zeros(len(c), dtype=bool)
+    return stage_unit_gpus(c.gpu, c.gpus_per_stage) > free if free is not None else np.zeros(len(c), dtype=bool)
 
 
 def divisibility_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
-    return ~memory.layouts_pass_check(ctx.model, c.gpu, c.layouts())
+    return ~memory.layouts_pass_check(ctx.model, c.gpu, c.layouts(), allow_cross_domain=True)
 
 
 def context_parallel_role_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:

@@ -3,8 +3,10 @@
 No heuristic narrows the space: every layout below is evaluated by the performance model, and
 only exact dominance (``filters.drop_dominated``) removes one that could be in a plan. The space:
 - degrees are powers of two (the sizes the model catalog's head, KV-head, expert and layer counts
-  divide into), and every group that talks each layer (TP x DP x PCP: one pipeline stage) is at
-  most one scale-up domain;
+  divide into); a group that talks each layer (TP x DP x PCP: one pipeline stage) sits inside one
+  local domain (the scale-up domain, or a PCIe server for PCIe cards: ``links.local_domain``) or
+  spreads over whole ones (``stage_span_problem``: attention DP x EP across nodes for MoE models,
+  TP over two domains for dense ones), and the performance model costs its groups over the NICs;
 - attention DP and expert parallelism only for MoE models (a dense model has neither); with EP
   the experts are spread over all ``tp x dp`` ranks of a stage (vLLM's --enable-expert-parallel);
 - DCP only on decoding roles and only while ``tp > num_kv_heads`` (it shards the KV cache that
@@ -28,11 +30,23 @@ from pydantic import BaseModel, ConfigDict
 from layoutopt.hardware_catalog.schemas import PRECISIONS, GpuSpec, Precision
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model.precision import weight_precision_supported
+from layoutopt.perf_model.spans import local_domain_gpus
 from layoutopt.plan import Layout, Role
 
 PCP_SIZES = (2, 4)
 MAX_TP_SIZE = 64
 MAX_PP_SIZE = 8
+# A stage larger than one local domain spreads over whole domains (``perf_model.spans``). MoE
+# models do it as attention DP x EP: each DP rank's tp x pcp inside one domain, the experts over
+# every rank of the stage, at most this many GPUs (DeepSeek's and SGLang's large deployments run
+# EP32 to EP144; 128 is the largest power of two of that range).
+MAX_SPANNING_STAGE_GPUS = 128
+# Dense models spread TP over at most this many domains (TP16 over two HGX nodes, as issue 12 asks).
+MAX_TP_SPAN_DOMAINS = 2
+# A spread stage has no pipeline stages after it (pp 1): vLLM gives local DP rank r the GPUs
+# [r x tp x pp, (r + 1) x tp x pp) of its node (vllm 0.33.0 v1/engine/utils.py:439-473), so a DP
+# rank's PP stages share one node and the stage-0 ranks of a DP x PP instance do not form the
+# spread group the performance model costs.
 # vLLM's default KV-cache dtype follows the model dtype (bf16 caches for bf16 and fp8 weights).
 
 
@@ -78,11 +92,51 @@ def precision_pairs(gpu: GpuSpec, precision: str, model: ModelSpec | None = None
     return [(w, kv) for w in weights for kv in kvs]
 
 
+def stage_spans_allowed(model: ModelSpec, gpu: GpuSpec, tp, dp, pcp, ep, pp) -> np.ndarray:
+    """Whether a stage of these degrees (ints or arrays) is one the search proposes: inside one
+    local domain, or over whole domains as ``stage_span_problem`` describes."""
+    tp, dp, pcp, ep, pp = (np.asarray(x, dtype=np.int64) for x in (tp, dp, pcp, ep, pp))
+    domain = local_domain_gpus(gpu)
+    stage = tp * dp * pcp
+    inside = stage <= domain
+    whole = (stage % domain == 0) & (pp == 1)
+    if model.is_moe:
+        spread = whole & (tp * pcp <= domain) & (ep == tp * dp) & (stage <= MAX_SPANNING_STAGE_GPUS)
+    else:
+        spread = whole & (dp == 1) & (stage <= MAX_TP_SPAN_DOMAINS * domain)
+    return inside | spread
+
+
+def stage_span_problem(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> str | None:
+    """Why the search does not propose ``layout``'s stage, or None.
+
+    A stage (tp x dp x pcp GPUs) of at most one local domain is always proposed. A larger one
+    spreads evenly over whole domains (the stage a multiple of the domain, as ``links.SpanningGroup``
+    costs it): for MoE models as attention DP x EP (each DP rank's tp x pcp inside one domain, EP
+    over all tp x dp ranks) up to ``MAX_SPANNING_STAGE_GPUS`` GPUs; for dense models as TP (with
+    PCP) over at most ``MAX_TP_SPAN_DOMAINS`` domains; in either case without PP (pp 1)."""
+    if bool(stage_spans_allowed(model, gpu, layout.tp_size, layout.dp_size, layout.pcp_size, layout.ep_size,
+                                layout.pp_size)):
+        return None
+    domain = local_domain_gpus(gpu)
+    stage = layout.gpus_per_stage
+    head = f"{layout.short_name()}: {stage} GPUs per stage exceed the {domain}-GPU local domain of {gpu.name}"
+    if stage % domain:
+        return f"{head} and are no whole number of domains"
+    if layout.pp_size > 1:
+        return f"{head}; a stage spread over domains runs without PP (engines keep a DP rank's PP stages in one node)"
+    if model.is_moe:
+        return (f"{head}; a MoE stage spreads over domains only as attention DP x EP (tp x pcp <= {domain}, "
+                f"ep = tp x dp) of at most {MAX_SPANNING_STAGE_GPUS} GPUs")
+    return f"{head}; a dense model's TP spreads over at most {MAX_TP_SPAN_DOMAINS} domains"
+
+
 def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role) -> Iterator[dict]:
     """Parallel degrees (tp, pp, ep, dp, dcp, pcp) of one role on one GPU type."""
-    domain = gpu.scaleup_domain_gpus
-    tps = powers_of_two(min(domain, MAX_TP_SIZE))
-    dps = powers_of_two(domain) if model.is_moe else [1]
+    domain = local_domain_gpus(gpu)
+    tp_limit = domain if model.is_moe else MAX_TP_SPAN_DOMAINS * domain
+    tps = powers_of_two(min(tp_limit, MAX_TP_SIZE))
+    dps = powers_of_two(max(domain, MAX_SPANNING_STAGE_GPUS)) if model.is_moe else [1]
     pcps = [1] + (list(PCP_SIZES) if role != "decode" else [])
     for tp in tps:
         dcps = [1]
@@ -91,12 +145,15 @@ def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role) -> Iterator[
             dcps += [d for d in powers_of_two(tp // model.num_kv_heads) if d > 1]
         for dp in dps:
             for pcp in pcps:
-                if tp * dp * pcp > domain:
+                if tp * dp * pcp > domain and tp * dp * pcp % domain:
                     continue
                 eps = [1] + ([tp * dp] if model.is_moe and tp * dp > 1 else [])
                 for ep in eps:
+                    spread = tp * dp * pcp > domain
+                    if spread and not stage_spans_allowed(model, gpu, tp, dp, pcp, ep, 1):
+                        continue
                     for dcp in dcps:
-                        for pp in powers_of_two(MAX_PP_SIZE):
+                        for pp in [1] if spread else powers_of_two(MAX_PP_SIZE):
                             yield dict(tp_size=tp, pp_size=pp, ep_size=ep, dp_size=dp, dcp_size=dcp, pcp_size=pcp)
 
 

@@ -201,16 +201,19 @@ def _infeasible(model, gpu: GpuSpec, layout: Layout, role: Role, engine: EngineL
 
 
 def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload, slo: SLO,
-                      engine: EngineLike = "vllm", headroom: float = 0.7, kv_link: Link | None = None) -> InstancePerf:
+                      engine: EngineLike = "vllm", headroom: float = 0.7, kv_link: Link | None = None,
+                      allow_cross_domain: bool = False) -> InstancePerf:
     """Requests/s one instance sustains with the SLO met (x ``headroom``), and its latencies there.
 
     Never raises for a layout that does not fit: the candidate comes back ``feasible=False`` with
-    the reason, so the optimizer can drop it and explain why.
+    the reason, so the optimizer can drop it and explain why. ``allow_cross_domain`` admits a stage
+    spread over whole local domains (``memory.check_layout``), costed over the NICs.
     """
     if not 0 < headroom <= 1:
         raise ValueError(f"headroom must be in (0, 1], got {headroom}")
     try:
-        costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
+        costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link,
+                            allow_cross_domain=allow_cross_domain)
     except LayoutError as error:
         return _infeasible(model, gpu, layout, role, engine, str(error))
     ttft_t, tpot_t = _targets(slo, role)
@@ -264,7 +267,8 @@ BOUND_TIERS: tuple[BoundTier, ...] = ("tpot", "floors", "grid")
 
 def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
                          slo: SLO, engine: EngineLike = "vllm", headroom: float = 0.7,
-                         kv_link: Link | None = None, tier: BoundTier = "grid") -> CapacityBound:
+                         kv_link: Link | None = None, tier: BoundTier = "grid",
+                         allow_cross_domain: bool = False) -> CapacityBound:
     """A rate that :func:`instance_capacity`'s ``capacity_rps`` never exceeds, at a fraction of its cost.
 
     The optimizer evaluates a layout in full only when this bound could beat a smaller layout that
@@ -285,7 +289,8 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
       slot wait or prompt queue; the first miss comes later still).
     """
     try:
-        costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
+        costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link,
+                            allow_cross_domain=allow_cross_domain)
     except LayoutError:
         return CapacityBound(capacity_rps=0.0, unloaded_ttft_ms=0.0, unloaded_tpot_ms=0.0)
     ttft_t, tpot_t = _targets(slo, role)
@@ -365,14 +370,14 @@ def _binding(rows: Rows, k: int, costs: PhaseCosts, role: Role, ttft: dict, tpot
 
 def pool_capacities_rps(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload, slo: SLO,
                         num_instances: Sequence[int], engine: EngineLike = "vllm", headroom: float = 0.7,
-                        kv_link: Link | None = None) -> list[float]:
+                        kv_link: Link | None = None, allow_cross_domain: bool = False) -> list[float]:
     """Requests/s a pool of n instances sustains at the SLO (x ``headroom``), for each n given.
 
     The pool is the one ``estimate`` models behind the router: prefill instances share one queue
     (G/G/c with c = n x servers), decode and colocated instances share their slots (``instances=n``).
     n = 1 gives :func:`instance_capacity`'s ``capacity_rps``; 0.0 where no load meets the SLO.
     """
-    costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link)
+    costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link, allow_cross_domain=allow_cross_domain)
     ttft_t, tpot_t = _targets(slo, role)
     quantiles = _quantiles(ttft_t, tpot_t)
     result = []

@@ -45,6 +45,7 @@ from layoutopt.perf_model.calibration import (
 )
 from layoutopt.perf_model.compute import context_shards, expert_bytes_per_value, identity_memo, kv_head_share
 from layoutopt.plan import Layout
+from layoutopt.perf_model.spans import local_domain_gpus, spans_domains
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -309,10 +310,11 @@ def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: f
         hint="raise tp_size or pp_size, or use a smaller weight or KV precision")
 
 
-def layouts_pass_check(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Whether ``check_layout(model, gpu, layout)`` passes, for many layouts at once (``layouts``
-    as in ``fits_one_sequence``): the same rules over arrays (tests/test_memory_columns.py holds
-    the two equal)."""
+def layouts_pass_check(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.ndarray],
+                       allow_cross_domain: bool = False) -> np.ndarray:
+    """Whether ``check_layout(model, gpu, layout, allow_cross_domain)`` passes, for many layouts at
+    once (``layouts`` as in ``fits_one_sequence``): the same rules over arrays
+    (tests/test_memory_columns.py holds the two equal)."""
     tp, pp, ep, dp, dcp, pcp = (np.asarray(layouts[f], dtype=np.int64) for f in
                                 ("tp_size", "pp_size", "ep_size", "dp_size", "dcp_size", "pcp_size"))
     kv = model.num_kv_heads
@@ -328,7 +330,8 @@ def layouts_pass_check(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.
         ok &= (ep == 1) & (dp == 1)
     kv_heads = 1 if model.attention_kind == "mla" else kv
     ok &= (dcp == 1) | (dcp * kv_heads <= tp)
-    ok &= tp * pcp * dp <= gpu.scaleup_domain_gpus
+    if not allow_cross_domain:
+        ok &= tp * pcp * dp <= local_domain_gpus(gpu)
     weight = np.asarray(layouts["weight_precision"])
     distinct, inverse = np.unique(weight, return_inverse=True)
     ok &= np.array([weight_precision_supported(gpu, str(w)) for w in distinct], dtype=bool)[inverse.reshape(-1)]
@@ -363,9 +366,11 @@ def check_layout(model: ModelSpec, gpu: GpuSpec, layout: Layout, allow_cross_dom
     if layout.dcp_size > 1 and layout.dcp_size * kv_heads > tp:
         fail("dcp_size", f"dcp_size {layout.dcp_size} exceeds tp_size / KV heads = {tp} / {kv_heads} = "
                          f"{tp // kv_heads} (DCP only removes KV duplication while tp > KV heads)")
-    if not allow_cross_domain and layout.gpus_per_stage > gpu.scaleup_domain_gpus:
+    if not allow_cross_domain and spans_domains(gpu, layout.gpus_per_stage):
+        # A PCIe server is the local domain of GPUs without NVLink (links.local_domain).
         fail("gpus_per_stage", f"tp x dp x pcp = {layout.gpus_per_stage} GPUs per stage exceed the "
-                               f"{gpu.scaleup_domain_gpus}-GPU scale-up domain of {gpu.name}")
+                               f"{local_domain_gpus(gpu)}-GPU local domain of {gpu.name} (allow_cross_domain "
+                               "spreads a stage over whole domains)")
     if not weight_precision_supported(gpu, layout.weight_precision):
         fail("weight_precision", f"{gpu.name} has no {layout.weight_precision} support (neither tensor-core "
                                  "math nor a weight-only kernel)")

@@ -167,6 +167,36 @@ class Cluster:
     def free_in_domain(self, domain: str) -> list[GpuId]:
         return [g for g in self.domains[domain].gpus if self.nodes[g.node].gpu_states[g.index] == "free"]
 
+    # ----- Local domains: what one pipeline stage (or one unit of a stage spread over domains) sits in
+
+    @cached_property
+    def local_domains(self) -> dict[str, NvlinkDomain]:
+        """Every NVLink domain with a scale-up fabric, and for GPUs joined by PCIe only their node
+        (its host PCIe switches join them), as ``perf_model.links.local_domain`` models them."""
+        local: dict[str, NvlinkDomain] = {}
+        for domain in self.domains.values():
+            if domain.num_gpus > 1 and domain.scaleup_gb_per_s > 0:
+                local[domain.name] = domain
+                continue
+            (node,) = domain.nodes
+            held = local.get(node)
+            gpus = (held.gpus if held is not None else ()) + domain.gpus
+            local[node] = NvlinkDomain(name=node, rack=domain.rack, gpu=domain.gpu,
+                                       gpus=tuple(sorted(gpus, key=lambda g: g.index)), nodes=(node,),
+                                       scaleup_gb_per_s=0.0)
+        return local
+
+    @cached_property
+    def _local_domain_names(self) -> dict[str, str]:
+        return {d: local.name for local in self.local_domains.values()
+                for d in {self.nodes[g.node].gpu_domains[g.index] for g in local.gpus}}
+
+    def local_domain_of(self, gpu: GpuId) -> NvlinkDomain:
+        return self.local_domains[self._local_domain_names[self.node(gpu.node).gpu_domains[gpu.index]]]
+
+    def free_in_local_domain(self, name: str) -> list[GpuId]:
+        return [g for g in self.local_domains[name].gpus if self.nodes[g.node].gpu_states[g.index] == "free"]
+
     def max_scaleup_domain(self, gpu_type: str, free_only: bool = False) -> int:
         """GPUs in the largest NVLink domain of ``gpu_type`` (counting free GPUs only if asked).
 

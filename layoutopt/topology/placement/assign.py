@@ -40,7 +40,7 @@ def stage_gpus_by_pool(
             continue
         groups.sort(key=lambda item: (-item[0].stage_gpus, item[0].pool_index))
         remaining: dict[str, list[GpuId]] = {node: [] for node in domain.nodes}
-        for gpu in cluster.free_in_domain(domain.name):
+        for gpu in cluster.free_in_local_domain(domain.name):
             remaining[gpu.node].append(gpu)
         for demand, count in groups:
             for _ in range(count):
@@ -67,15 +67,21 @@ def _take(remaining: dict[str, list[GpuId]], size: int) -> tuple[GpuId, ...]:
 
 
 def build_instances(
-    plan: Plan, cluster: Cluster, stages: dict[int, list[tuple[GpuId, ...]]]
+    plan: Plan, cluster: Cluster, stages: dict[int, list[tuple[GpuId, ...]]],
+    units_per_stage: dict[int, int] | None = None,
 ) -> list[InstanceAssignment]:
-    """Cut each pool's stage groups into instances of pp consecutive groups, with their PP link."""
+    """Cut each pool's stage groups into instances of pp consecutive groups (pp x u when a stage
+    spreads over u domains: u consecutive groups, in different domains, make one stage), with their PP link."""
     instances = []
     for pool_index, pool in enumerate(plan.pools):
         groups = stages.get(pool_index, [])
         pp_size = pool.layout.pp_size
+        per_stage = (units_per_stage or {}).get(pool_index, 1)
+        size = pp_size * per_stage
         for k in range(pool.instances):
-            own = tuple(groups[k * pp_size:(k + 1) * pp_size])
+            mine = groups[k * size:(k + 1) * size]
+            own = tuple(tuple(g for unit in mine[j * per_stage:(j + 1) * per_stage] for g in unit)
+                        for j in range(pp_size))
             # Built from the solver's own counts: no validation to pay for at 10^4 instances.
             instances.append(InstanceAssignment.model_construct(
                 instance_id=instance_id(pool.role, pool_index, k), role=pool.role, pool_index=pool_index,

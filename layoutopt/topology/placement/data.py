@@ -1,8 +1,11 @@
 """The placement problem, fully prepared for the solver: stage groups to place and domains to hold them.
 
 A pool of ``n`` instances with ``pp`` stages of ``s = tp x dp x pcp`` GPUs needs ``n x pp`` stage
-groups, each of ``s`` free GPUs inside one NVLink domain. Inside a domain every GPU reaches every
-other at full scale-up bandwidth, so a domain with ``f`` free GPUs holds any set of groups whose
+groups, each of ``s`` free GPUs inside one local domain (an NVLink domain, or a PCIe-only node:
+``Cluster.local_domains``). A stage larger than one domain is spread over ``u`` whole domains
+(``perf_model.spans``): its ``u`` units of ``s / u`` GPUs are the groups then, ``n x pp x u`` of
+them, and the demand counts ``pp x u`` groups per instance. Inside a domain every GPU reaches
+every other over its local fabric, so a domain with ``f`` free GPUs holds any set of groups whose
 sizes add up to at most ``f``: the solver only decides how many groups of each pool go to each
 domain, and :mod:`.assign` picks the GPU indices. Domains that cannot hold a single group are
 dropped here. KV traffic is in integer units, ``KV_UNITS_TOTAL`` of them for all KV traffic.
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from layoutopt.perf_model.spans import stage_unit_gpus
 from layoutopt.plan import Plan
 from layoutopt.plan import Role
 from layoutopt.topology.cluster import Cluster
@@ -43,8 +47,10 @@ class StageDemand(_Frozen):
     label: str = Field(description="'decode', or 'decode[1]' when several pools share the role")
     role: Role
     gpu: str
-    stage_gpus: int = Field(ge=1, description="tp x dp x pcp: GPUs one stage needs in one domain")
-    pp_size: int = Field(ge=1)
+    stage_gpus: int = Field(ge=1, description="GPUs one group needs in one domain: tp x dp x pcp, or one whole "
+                            "domain of a stage spread over several")
+    pp_size: int = Field(ge=1, description="groups per instance: pp, times the domains one stage spreads over")
+    units_per_stage: int = Field(default=1, ge=1, description="groups of one pipeline stage (domains it spans)")
     num_instances: int = Field(ge=1)
     layout_name: str
     kv_units_per_stage: int = Field(description="KV units a stage sends (> 0, prefill) or takes (< 0, decode)")
@@ -129,13 +135,31 @@ def pool_labels(roles: Sequence[Role]) -> list[str]:
 
 
 def free_counts(cluster: Cluster) -> dict[str, int]:
-    """Domain name -> its free GPUs, every domain listed (one pass over the nodes)."""
-    counts = dict.fromkeys(cluster.domains, 0)
+    """Local domain name -> its free GPUs, every local domain listed (one pass over the nodes)."""
+    counts = dict.fromkeys(cluster.local_domains, 0)
+    names = {d: cluster.local_domain_of(cluster.domains[d].gpus[0]).name for d in cluster.domains}
     for node in cluster.nodes.values():
         for state, domain in zip(node.gpu_states, node.gpu_domains):
             if state == "free":
-                counts[domain] += 1
+                counts[names[domain]] += 1
     return counts
+
+
+def stage_units(cluster: Cluster, gpu_type: str, gpus_per_stage: int, free: dict[str, int]) -> tuple[int, int]:
+    """(GPUs per group, groups per stage) of a stage of ``gpus_per_stage`` GPUs of ``gpu_type``: as
+    the optimizer cut it, over the GPU type as this cluster has it (the most free GPUs in one
+    NVLink domain, ``optimizer.cluster_fit``)."""
+    gpu = cluster.gpu_specs.get(gpu_type)
+    if gpu is None:
+        return gpus_per_stage, 1
+    if gpu.scaleup_gb_per_s > 0 and gpu.scaleup_domain_gpus > 1:
+        most = max((n for name, n in free.items() if cluster.local_domains[name].gpu == gpu_type), default=0)
+        if most > 1:
+            gpu = gpu.model_copy(update={"scaleup_domain_gpus": most})
+    unit = stage_unit_gpus(gpu, gpus_per_stage)
+    if gpus_per_stage % unit:
+        unit = gpus_per_stage  # no whole number of domains: the optimizer never spreads such a stage
+    return unit, gpus_per_stage // unit
 
 
 def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, spread_racks: bool) -> PlacementData:
@@ -143,24 +167,26 @@ def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, sp
     prefill_share, decode_share = kv_shares(plan.pools)
     has_both = bool(prefill_share) and bool(decode_share)
     labels = pool_labels([p.role for p in plan.pools])
+    free = free_counts(cluster)
     demands = []
     for index, pool in enumerate(plan.pools):
         layout = pool.layout
         share = prefill_share.get(index, 0.0) if has_both else 0.0
         take = decode_share.get(index, 0.0) if has_both else 0.0
+        unit_gpus, per_stage = stage_units(cluster, pool.gpu, layout.gpus_per_stage, free)
+        groups = layout.pp_size * per_stage
         # Rounded up for senders and down for receivers, so the solver never under-counts egress.
-        units = math.ceil(KV_UNITS_TOTAL * share / layout.pp_size) - math.floor(KV_UNITS_TOTAL * take / layout.pp_size)
+        units = math.ceil(KV_UNITS_TOTAL * share / groups) - math.floor(KV_UNITS_TOTAL * take / groups)
         demands.append(StageDemand(
-            pool_index=index, label=labels[index], role=pool.role, gpu=pool.gpu, stage_gpus=layout.gpus_per_stage,
-            pp_size=layout.pp_size, num_instances=pool.instances, layout_name=layout.short_name(),
-            kv_units_per_stage=units,
+            pool_index=index, label=labels[index], role=pool.role, gpu=pool.gpu, stage_gpus=unit_gpus,
+            pp_size=groups, units_per_stage=per_stage, num_instances=pool.instances,
+            layout_name=layout.short_name(), kv_units_per_stage=units,
         ))
     smallest = {}
     for demand in demands:
         smallest[demand.gpu] = min(smallest.get(demand.gpu, demand.stage_gpus), demand.stage_gpus)
     domains = []
-    free = free_counts(cluster)
-    for domain in cluster.domains.values():
+    for domain in cluster.local_domains.values():
         num_free = free[domain.name]
         if domain.gpu in smallest and num_free >= smallest[domain.gpu]:
             domains.append(DomainSlot(name=domain.name, rack=domain.rack, gpu=domain.gpu, num_free=num_free,

@@ -20,7 +20,7 @@ def _free_by_domain(cluster: Cluster, gpu_type: str, free: dict[str, int] | None
     """(domain, free GPUs, domain is one whole node) for every domain of ``gpu_type``."""
     free = free_counts(cluster) if free is None else free
     rows = []
-    for domain in cluster.domains.values():
+    for domain in cluster.local_domains.values():
         if domain.gpu == gpu_type:
             whole_node = len(domain.nodes) == 1 and domain.num_gpus == cluster.nodes[domain.nodes[0]].num_gpus
             rows.append((domain.name, free[domain.name], whole_node))
@@ -65,11 +65,11 @@ def _demand_reasons(demand: StageDemand, cluster: Cluster, rows: list[tuple[str,
     if not rows:
         present = ", ".join(sorted(cluster.gpu_specs)) or "none"
         return [f"{name} needs {demand.gpu} GPUs; the cluster has none (GPU types: {present})"]
-    largest = max(cluster.domains[n].num_gpus for n, _, _ in rows)
+    largest = max(cluster.local_domains[n].num_gpus for n, _, _ in rows)
     if demand.stage_gpus > largest:
-        return [(f"{name} needs {demand.stage_gpus} GPUs per pipeline stage in one NVLink domain; the largest "
-                 f"{demand.gpu} NVLink domain of this cluster has {largest} GPUs (a TP/DP/PCP group never "
-                 "spans domains: lower the degrees or split the model with PP)")]
+        return [(f"{name} needs {demand.stage_gpus} GPUs of a pipeline stage in one local domain; the largest "
+                 f"{demand.gpu} local domain of this cluster has {largest} GPUs (lower the degrees or split "
+                 "the model with PP)")]
     singular, plural = _unit(rows)
     slots = sum(free // demand.stage_gpus for _, free, _ in rows)
     if slots >= demand.num_stages:

@@ -35,7 +35,8 @@ def placed_result(
     objectives: list[ObjectiveProof] | None = None,
 ) -> PlacementResult:
     """The plan with ``placement`` filled, KV pairings, PP links and rack traffic."""
-    instances = build_instances(plan, cluster, stage_gpus_by_pool(data, cluster, counts))
+    instances = build_instances(plan, cluster, stage_gpus_by_pool(data, cluster, counts),
+                                {d.pool_index: d.units_per_stage for d in data.demands})
     placement = [placed_instance(i.instance_id, i.role, i.gpus, i.pool_index) for i in instances]
     pairings = kv_pairings(cluster, instances)
     first_gpu = {i.instance_id: i.stages[0][0] for i in instances}

@@ -8,8 +8,9 @@ cluster, and lists every rule broken (empty when the placement is valid):
 - the fields of each ``PlacedInstance`` agree (node, gpus, nodes, cuda_visible_devices, gpus_by_node);
 - every GPU exists, is free (not in use, not down) and is of the pool's GPU type;
 - no GPU serves two instances, or appears twice in one;
-- an instance has tp x pp x pcp x dp GPUs, and the GPUs of each pipeline stage share one
-  NVLink domain;
+- an instance has tp x pp x pcp x dp GPUs, and the GPUs of each pipeline stage share one local
+  domain (NVLink domain, or PCIe-only node), or a stage spread over domains holds whole groups
+  of one domain's GPUs in each (``perf_model.spans``);
 - with ``kv_bytes_per_request``, the KV traffic each rack's uplink must carry fits it.
 """
 
@@ -20,6 +21,7 @@ from collections import Counter
 from layoutopt.errors import InputError
 from layoutopt.plan import PlacedInstance, Plan, Pool
 from layoutopt.topology.cluster import Cluster, GpuId
+from layoutopt.topology.placement.data import free_counts, stage_units
 from layoutopt.topology.placement.encoding import instance_gpus, pool_index_of
 from layoutopt.topology.placement.traffic import rack_kv_traffic
 
@@ -32,6 +34,7 @@ def validate_placement(plan: Plan, cluster: Cluster, kv_bytes_per_request: float
     owners: dict[GpuId, str] = {}
     placed_per_pool: Counter[int] = Counter()
     stages_for_traffic = []
+    free = free_counts(cluster)
     for placed in plan.placement:
         pool_index, problem = _pool_of(placed, plan.pools)
         if problem:
@@ -43,7 +46,7 @@ def validate_placement(plan: Plan, cluster: Cluster, kv_bytes_per_request: float
         except ValueError as error:
             violations.append(f"{placed.instance_id}: {error}")
             continue
-        problems = _gpu_problems(placed.instance_id, gpus, plan.pools[pool_index], cluster, owners)
+        problems = _gpu_problems(placed.instance_id, gpus, plan.pools[pool_index], cluster, owners, free)
         violations += problems
         if not problems:
             stages_for_traffic.append((pool_index, _stages(gpus, plan.pools[pool_index])))
@@ -84,7 +87,8 @@ def _stages(gpus: list[GpuId], pool: Pool) -> list[list[GpuId]]:
     return [gpus[k:k + per_stage] for k in range(0, len(gpus), per_stage)]
 
 
-def _gpu_problems(name: str, gpus: list[GpuId], pool: Pool, cluster: Cluster, owners: dict[GpuId, str]) -> list[str]:
+def _gpu_problems(name: str, gpus: list[GpuId], pool: Pool, cluster: Cluster, owners: dict[GpuId, str],
+                  free: dict[str, int]) -> list[str]:
     layout = pool.layout
     problems = []
     if len(gpus) != layout.gpus_per_instance:
@@ -107,8 +111,13 @@ def _gpu_problems(name: str, gpus: list[GpuId], pool: Pool, cluster: Cluster, ow
         owners[gpu] = name
     if problems:
         return problems
+    unit, per_stage = stage_units(cluster, pool.gpu, layout.gpus_per_stage, free)
     for k, stage in enumerate(_stages(gpus, pool)):
-        domains = sorted({cluster.domain_of(g).name for g in stage})
-        if len(domains) > 1:
-            problems.append(f"{name}: pipeline stage {k} ({len(stage)} GPUs) spans NVLink domains {', '.join(domains)}")
+        held = Counter(cluster.local_domain_of(g).name for g in stage)
+        if len(held) > 1 and (per_stage == 1 or any(n % unit for n in held.values())):
+            spread = ", ".join(f"{d} {n}" for d, n in sorted(held.items()))
+            want = ("one local domain" if per_stage == 1
+                    else f"{per_stage} whole groups of {unit} GPUs, each in one local domain")
+            problems.append(f"{name}: pipeline stage {k} ({len(stage)} GPUs) spans local domains ({spread}); "
+                            f"the performance model assumed {want}")
     return problems

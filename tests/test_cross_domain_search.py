@@ -1,0 +1,133 @@
+"""Stages spread over local domains, end to end: the search proposes them (DEP16-DEP128 across HGX
+nodes, TP16 over two, TP inside a PCIe server), the solver may choose them, placement puts each
+on whole domains (budget clusters and cluster files), and the emitted files pass the engine flag
+data, ``bash -n`` and the Kubernetes schemas."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from layoutopt.engines import engine_ref_of
+from layoutopt.hardware_catalog.catalog import get_gpu
+from layoutopt.model_catalog.catalog import get_model
+from layoutopt.optimizer.enumeration import _Screen, _Tally, candidate_shape, filter_context, screened_proposals
+from layoutopt.optimizer.pre_cuts import PreCuts
+from layoutopt.optimizer.solve import solve
+from layoutopt.optimizer.space import Proposal
+from layoutopt.plan import Layout
+from layoutopt.report.emit import render
+from layoutopt.report.engine_flags import bad_choices, load_engine_flags, unknown_flags
+from layoutopt.topology import cluster_from_budget, load_cluster, place, validate_placement
+from layoutopt.topology.placement.encoding import instance_gpus
+from layoutopt.hardware_catalog.budget import parse_budget
+from layoutopt.workloads.presets import preset_workload
+from layoutopt.workloads.slo import SLO
+from test_placement_fixtures import plan, pool
+from test_report_helpers import engine_commands
+from test_report_kubernetes import _as_pod_template, _validate
+
+SLO_CHAT = SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 30})
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _survivors(model: str, gpu: str, count: int) -> set[tuple[str, str]]:
+    """(role, layout short name) of every proposal that passes the screens on ``count`` GPUs."""
+    spec = get_gpu(gpu)
+    ctx = filter_context(get_model(model), preset_workload("chat"), SLO_CHAT, "vllm", gpu_limits={spec.name: count})
+    screen = _Screen(ctx, engine_ref_of("vllm"), ("colocated", "prefill", "decode"), "fp8", PreCuts())
+    kept, _ = screened_proposals(screen, [spec], _Tally())
+    return {(p.role, p.layout.short_name()) for p in kept}
+
+
+def test_deepseek_on_64_h100_gets_dep16_and_dep32_for_every_role():
+    kept = _survivors("deepseek-v3", "H100", 64)
+    for role in ("colocated", "prefill", "decode"):
+        assert (role, "tp1-ep16-dp16-fp8-kvbf16") in kept, role
+        assert (role, "tp2-ep32-dp16-fp8-kvbf16") in kept, role
+        assert (role, "tp1-ep32-dp32-fp8-kvbf16") in kept, role
+    names = {name for _, name in kept}
+    assert not any("tp16" in n for n in names)          # MoE: each DP rank's TP inside one node
+    assert "tp1-ep128-dp128-fp8-kvbf16" not in names        # over the 64-GPU budget
+
+
+def test_llama_70b_on_8_l40s_gets_tp_inside_the_pcie_server():
+    names = {name for _, name in _survivors("llama-3.1-70b", "L40S", 8)}
+    assert {"tp4-fp8-kvbf16", "tp8-fp8-kvbf16", "tp4-pp2-fp8-kvbf16"} <= names
+    assert not any(n.startswith("tp16") for n in names)  # 16 GPUs: over the budget
+
+
+def test_a_spread_stage_packs_one_whole_domain_per_unit():
+    h100 = get_gpu("H100")
+    shape = candidate_shape(Proposal(role="decode", gpu=h100, layout=Layout(tp_size=2, dp_size=16, ep_size=32)),
+                            get_model("deepseek-v3"), preset_workload("chat"), 0.7, None, 1.0)
+    assert shape.domain_group_gpus == 8
+    l40s = get_gpu("L40S")
+    shape = candidate_shape(Proposal(role="colocated", gpu=l40s, layout=Layout(tp_size=4, pp_size=2)),
+                            get_model("llama-3.1-70b"), preset_workload("chat"), 0.7, None, 1.0)
+    assert shape.domain_group_gpus == 8                  # the PP link is PCIe: one server
+
+
+def _check_files(files: dict[str, str], engine: str, version: str) -> int:
+    flags = load_engine_flags(engine, version)
+    commands = 0
+    for path, text in files.items():
+        if path.endswith(".sh") and shutil.which("bash"):
+            result = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+            assert result.returncode == 0, f"{path}: {result.stderr}"
+        if path.startswith("launch/"):
+            for argv in engine_commands(text):
+                assert unknown_flags(argv, flags) == [] and bad_choices(argv, flags) == [], f"{path}: {argv}"
+                commands += 1
+        elif path.startswith("k8s/"):
+            for doc in yaml.safe_load_all(text):
+                if doc["kind"] == "LeaderWorkerSet":
+                    for key in ("leaderTemplate", "workerTemplate"):
+                        _validate(_as_pod_template(doc["spec"]["leaderWorkerTemplate"][key], "default"))
+                else:
+                    _validate(doc)
+    return commands
+
+
+def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
+    solved = solve("deepseek-v3", "64xH100", EXAMPLES / "slo.yaml")
+    assert solved.status == "optimal"
+    spread = [p for p in solved.pools if p.layout.gpus_per_stage > 8]
+    assert spread, [p.layout.short_name() for p in solved.pools]   # the model finds DEP across nodes pays
+    cluster = cluster_from_budget(parse_budget("64xH100"))
+    assert validate_placement(solved, cluster) == []
+    pools = {id(p): i for i, p in enumerate(solved.pools)}
+    for pool_ in spread:
+        index = pools[id(pool_)]
+        for placed in [p for p in solved.placement if p.pool_index == index]:
+            assert len(placed.nodes) == pool_.layout.gpus_per_stage // 8
+            assert all(len(placed.gpus_by_node[n]) == 8 for n in placed.nodes)
+    for release in ("vllm==0.33.0", "sglang==0.5.23"):
+        files = render(solved, engine=release, plots=False)
+        assert _check_files(files, *release.split("==")) >= len(solved.pools)
+        text = "\n".join(t for p, t in files.items() if p.startswith("launch/"))
+        if release.startswith("vllm"):
+            assert "--data-parallel-size-local" in text and "--headless" in text
+        else:
+            assert "--nnodes" in text and "--attn-dp-size" in text
+
+
+def test_llama_70b_on_8_l40s_solves_with_tp_and_places_on_one_server():
+    solved = solve("llama-3.1-70b", "8xL40S", EXAMPLES / "slo.yaml")
+    assert solved.status in ("optimal", "feasible") and all(p.tp_size > 1 for p in solved.pools)
+    assert all(len(p.nodes) == 1 for p in solved.placement)
+    files = render(solved, engine="vllm", plots=False)
+    assert _check_files(files, "vllm", "0.33.0") >= 1
+
+
+@pytest.mark.parametrize(("layout", "nodes"), [(dict(tp=16), 2), (dict(tp=2, dp=16), 4)])
+def test_cluster_file_places_spread_stages_on_whole_nodes(layout, nodes):
+    cluster = load_cluster(EXAMPLES / "clusters" / "hgx-h100-rack.yaml")
+    result = place(plan(pool("decode", **layout)), cluster)
+    assert result.placed and validate_placement(result.plan, cluster) == []
+    (placed,) = result.plan.placement
+    assert len(placed.nodes) == nodes and len(instance_gpus(placed)) == 8 * nodes
