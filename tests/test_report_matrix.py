@@ -42,6 +42,14 @@ PLANS = {
         _pool("colocated", instances=2, tp=4, kv="bf16")]),
     "dense-colocated-pp-multinode": ("llama-3.1-405b", "colocated", [
         _pool("colocated", instances=2, tp=8, pp=2, precision="bf16", kv="bf16")]),
+    # Stages spread over whole nodes, as the search proposes them (optimizer/space.py).
+    "dense-tp16-two-nodes": ("llama-3.1-405b", "colocated", [
+        _pool("colocated", instances=1, tp=16, precision="fp8", kv="fp8")]),
+    "moe-dep32-across-nodes": ("deepseek-v3", "disaggregated", [
+        _pool("prefill", "H200-SXM", 1, tp=1, dp=16, ep=16),
+        _pool("decode", "H200-SXM", 1, tp=2, dp=16, ep=32, batch=1024)]),
+    "dense-tp4-pcie": ("llama-3.1-70b", "colocated", [
+        _pool("colocated", "L40S", instances=2, tp=4, kv="bf16")]),
 }
 
 

@@ -16,6 +16,7 @@ from layoutopt.optimizer.candidates import CandidateTable
 from layoutopt.optimizer.scaling import rate_rps, to_integer_table
 from layoutopt.optimizer.solver import LayoutSolver
 from layoutopt.optimizer.space import MAX_PP_SIZE
+from layoutopt.perf_model.spans import local_domain_gpus
 from layoutopt.plan import Layout
 from layoutopt.workloads.slo import SLO
 
@@ -212,7 +213,7 @@ def _other_gpu_types(found: Diagnosis, build_table: TableBuilder, other_gpus: Se
 
 
 def pcp_variants(layout: Layout, gpu: GpuSpec) -> list[Layout]:
-    """The layout with prefill context parallelism 2 or 4 added, keeping each stage in one domain.
+    """The layout with prefill context parallelism 2 or 4 added, keeping each stage in one local domain.
 
     Where the TP group already fills the domain, TP shrinks by the PCP factor (same GPUs, prompt
     split by sequence instead of by heads).
@@ -222,9 +223,9 @@ def pcp_variants(layout: Layout, gpu: GpuSpec) -> list[Layout]:
         if pcp <= layout.pcp_size:
             continue
         tp = layout.tp_size
-        while tp > 1 and tp * layout.dp_size * pcp > gpu.scaleup_domain_gpus:
+        while tp > 1 and tp * layout.dp_size * pcp > local_domain_gpus(gpu):
             tp //= 2
-        if tp * layout.dp_size * pcp > gpu.scaleup_domain_gpus or tp % layout.dcp_size:
+        if tp * layout.dp_size * pcp > local_domain_gpus(gpu) or tp % layout.dcp_size:
             continue
         ep = layout.ep_size if (tp * layout.dp_size) % layout.ep_size == 0 else tp * layout.dp_size
         variants.append(layout.model_copy(update={"pcp_size": pcp, "tp_size": tp, "ep_size": ep}))
