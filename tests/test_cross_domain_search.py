@@ -131,3 +131,14 @@ def test_cluster_file_places_spread_stages_on_whole_nodes(layout, nodes):
     assert result.placed and validate_placement(result.plan, cluster) == []
     (placed,) = result.plan.placement
     assert len(placed.nodes) == nodes and len(instance_gpus(placed)) == 8 * nodes
+
+
+def test_a_pcie_node_is_one_local_domain_for_the_cluster_limits():
+    from layoutopt.optimizer.cluster_fit import cluster_limits
+
+    cluster = cluster_from_budget(parse_budget("12xL40S"))   # one node of 8 free, one of 4
+    limits = cluster_limits(cluster, cluster.budget())
+    assert limits.max_stage_gpus == {"L40S": 8}
+    assert limits.domain_capacity_gpus["L40S"] == {1: 12, 2: 12, 4: 12, 8: 8}
+    # The GPU keeps its 1-GPU scale-up domain: its local domain is the PCIe server (links.local_domain).
+    assert limits.gpu_spec(get_gpu("L40S")).scaleup_domain_gpus == 1
