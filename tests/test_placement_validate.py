@@ -55,7 +55,7 @@ def test_tp_group_across_nodes():
     bad = with_placement(plan(pool("decode", tp=8)),
                          placed("decode-0-0", "decode", *[("a0", i) for i in range(4)], *[("a1", i) for i in range(4)]))
     (violation,) = validate_placement(bad, TWO_RACKS)
-    assert "pipeline stage 0 (8 GPUs) spans NVLink domains a0, a1" in violation
+    assert "pipeline stage 0 (8 GPUs) spans local domains (a0 4, a1 4)" in violation
 
 
 def test_pp_stages_may_span_nodes():

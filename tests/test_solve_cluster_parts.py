@@ -55,7 +55,7 @@ def test_free_domain_filter_names_the_cluster_limit():
                         max_stage_gpus={"H100-SXM": 3})
     gpu = load_catalog().gpu("H100-SXM")
     tp4 = Proposal(role="decode", gpu=gpu, layout=Layout(tp_size=4))
-    assert "no NVLink domain of the cluster has more than 3 free H100-SXM" in cluster_free_domain(ctx, tp4)
+    assert "no local domain of the cluster has more than 3 free H100-SXM" in cluster_free_domain(ctx, tp4)
     assert cluster_free_domain(ctx, Proposal(role="decode", gpu=gpu, layout=Layout(tp_size=2, pp_size=4))) is None
 
 
