@@ -254,3 +254,28 @@ def test_groups_that_fit_a_node_stay_on_nvlink_inside_a_multi_node_instance():
     c = forward_coefficients(get_model("qwen3-235b-a22b"), H100, layout, "vllm", None)
     assert c.tp_link == nvlink(H100)
     assert isinstance(c.ep_link, SpanningGroup) and c.ep_link.num_domains == 2
+
+
+def test_steps_with_prompt_tokens_last_at_least_the_eager_launch_of_their_layers():
+    # A profile whose engine graphs only decode steps: 500 us of host launches per layer.
+    eager = VLLM.model_copy(update={"eager_layer_launch_us": 500.0, "name": "eager"})
+    floor_s = LLAMA8.num_layers * 500e-6  # 32 layers: 16 ms
+    short = prefill_time(LLAMA8, H100, Layout(tp_size=8), 16, engine=eager)
+    graphed = prefill_time(LLAMA8, H100, Layout(tp_size=8), 16, engine=VLLM)
+    assert graphed.total_s < floor_s  # 16 tokens on 8 GPUs: the GPU work is far below the floor
+    assert short.total_s == pytest.approx(floor_s + VLLM.step_overhead_ms * 1e-3, rel=1e-9)
+    # GPU work above the floor hides it: an 8k-token prompt on one GPU is unchanged.
+    long_eager = prefill_time(LLAMA8, H100, Layout(), 8192, engine=eager)
+    assert long_eager.total_s == pytest.approx(prefill_time(LLAMA8, H100, Layout(), 8192, engine=VLLM).total_s)
+    assert long_eager.total_s > floor_s
+    # Decode steps are graphed: no floor; a mixed step carries a chunk, so it has one.
+    assert decode_step_time(LLAMA8, H100, Layout(), 8, 1024, engine=eager).total_s == pytest.approx(
+        decode_step_time(LLAMA8, H100, Layout(), 8, 1024, engine=VLLM).total_s)
+    mixed = mixed_step_time(LLAMA8, H100, Layout(tp_size=8), 16, 0, 8, 1024, engine=eager)
+    assert mixed.total_s == pytest.approx(floor_s + VLLM.step_overhead_ms * 1e-3, rel=1e-9)
+    # The array form agrees with the scalar one, with and without a chunk.
+    both = mixed_step_time_array(LLAMA8, H100, Layout(tp_size=8), np.array([0.0, 16.0]), np.array([0.0, 0.0]),
+                                 np.array([8.0, 8.0]), 1024.0, engine=eager)
+    assert both[1] == pytest.approx(mixed.total_s)
+    assert both[0] == pytest.approx(mixed_step_time(LLAMA8, H100, Layout(tp_size=8), 0, 0, 8, 1024,
+                                                    engine=VLLM).total_s)

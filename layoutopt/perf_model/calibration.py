@@ -45,6 +45,10 @@ class EngineProfile(BaseModel):
     memory_efficiency: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth, streaming reads")
     step_overhead_ms: float = Field(ge=0, description="per forward step: scheduler, sampling, launch")
     layer_overhead_us: float = Field(ge=0, description="per layer per step, not hidden by CUDA graphs")
+    eager_layer_launch_us: float = Field(default=0.0, ge=0, description="host time to launch one layer's kernels "
+                                         "in a step the engine runs without a CUDA graph (one that carries prompt "
+                                         "tokens): such a step lasts at least layers x this, however little GPU "
+                                         "work it holds (0: the engine graphs or compiles those steps too)")
     allreduce_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")
     alltoall_latency_us: float = Field(ge=0, description="fixed cost of one EP dispatch or combine")
     moe_imbalance: float = Field(ge=1, description="hot-expert max/mean load per expert-parallel rank at large "

@@ -44,6 +44,8 @@ FIT_PARAMETERS: dict[str, tuple[float, float]] = {
     "attention_efficiency": (0.2, 0.9),
     "step_overhead_ms": (0.05, 20.0),
     "layer_overhead_us": (0.05, 40.0),
+    # Host launch time of one layer's kernels outside CUDA graphs: tens of kernels at ~5-50 us each.
+    "eager_layer_launch_us": (1.0, 2000.0),
     "allreduce_latency_us": (1.0, 80.0),
     "alltoall_latency_us": (1.0, 200.0),
     "moe_imbalance": (1.0, 4.0),
