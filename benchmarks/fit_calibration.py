@@ -1,7 +1,8 @@
 """Fit per-engine calibration constants on measured latencies and write them back.
 
 For each engine: fit DEFAULT_PARAMETERS (GEMM/HBM/attention efficiency, step and per-layer
-overhead, all-reduce latency, per-request overhead, the closed-loop rounds) with
+overhead, all-reduce latency, per-request overhead, the closed-loop rounds; the MoE constants where
+MoE rows exist, the eager launch floor where the profile has one) with
 :func:`layoutopt.perf_model.fit.fit_profile` (``scipy.optimize.least_squares``, soft-L1 loss on
 the log ratios of TTFT and TPOT) on all rows but one held-out model and report the held-out error;
 then fit on every row of the engine and write the result, with provenance and standard errors,
@@ -158,6 +159,10 @@ def _fit_one(path, generation, engine, every, args, today, base) -> None:
     params = DEFAULT_PARAMETERS
     if any(get_model(c.model_id).is_moe for c in mine):
         params = params + MOE_PARAMETERS
+    if base.eager_layer_launch_us:
+        # An engine that runs its prompt steps without CUDA graphs (TensorRT-LLM) refits that floor too;
+        # for the others it stays 0 (a fit starting at 0 would not see it: the floor is inactive there).
+        params = params + ("eager_layer_launch_us",)
     if args.parameters:
         params = tuple(p.strip() for p in args.parameters.split(",") if p.strip())
     print(f"== {block}: {len(every)} rows, {len(mine)} fitted (each measurement once, none with guessed worker "
