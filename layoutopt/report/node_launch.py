@@ -70,6 +70,14 @@ class NodeLaunch(_Frozen):
     notes: tuple[str, ...] = ()
 
 
+def cross_node_ep_note(pool: Pool, flag: str, default: str) -> str:
+    """The note of an EP group across nodes: the all-to-all the performance model costs, and the flag
+    that runs it (left to the user: the kernels it needs, DeepEP, are not in every image)."""
+    return (f"expert parallelism over {pool.ep_size} ranks spans nodes: the plan's performance counts on an "
+            f"all-to-all of the routed tokens over the NICs (DeepEP-style), but {default}; add {flag} where "
+            "DeepEP is installed, or expect slower MoE layers than planned")
+
+
 def node_launch(engine: str | EngineRelease, pool: Pool, context: NodeContext | None = None, **changes) -> NodeLaunch:
     """The command node ``context.node_rank`` of one ``pool`` instance runs under ``engine``."""
     from layoutopt.report.sglang_launch import sglang_node

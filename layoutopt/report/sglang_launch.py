@@ -18,13 +18,16 @@ Facts read from the SGLang wheels (paths inside the 0.5.23 wheel unless noted):
   (srt/utils/network.py:417) before any interface probing.
 - Decode context parallel is ``--dcp-size`` in 0.5.23 (fields/parallel.py:52); 0.5.3 has none.
 - Multi-node: ``--dist-init-addr``, ``--nnodes``, ``--node-rank`` (fields/parallel.py:32-44).
+- ``--moe-a2a-backend`` defaults to ``none`` (fields/exec_.py:836-869; 0.5.3 server_args.py:315):
+  no all-to-all of the routed tokens, which the performance model costs for an EP group across
+  nodes, so such a group gets a note naming ``deepep``.
 """
 
 from __future__ import annotations
 
 from layoutopt.plan import Pool
 from layoutopt.report.engine_flags import ENGINE_PROGRAMS, EngineFlags
-from layoutopt.report.node_launch import SGLANG_DIST_INIT_PORT, NodeContext, NodeLaunch
+from layoutopt.report.node_launch import SGLANG_DIST_INIT_PORT, NodeContext, NodeLaunch, cross_node_ep_note
 
 
 def _parallel_args(pool: Pool, ctx: NodeContext, flags: EngineFlags, notes: list[str]) -> list[str]:
@@ -77,6 +80,9 @@ def sglang_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         args += ["--disaggregation-mode", pool.role, "--disaggregation-transfer-backend", "nixl"]
         if pool.role == "prefill":
             args += ["--disaggregation-bootstrap-port", str(ctx.bootstrap_port)]
+    if pool.ep_size > 1 and pool.layout.gpus_per_stage > ctx.gpus_on_node and ctx.node_rank == 0:
+        notes.append(cross_node_ep_note(pool, "--moe-a2a-backend deepep", "SGLang's default backend 'none' "
+                                        "runs no all-to-all of the routed tokens"))
     if ctx.num_nodes > 1:
         args += ["--dist-init-addr", f"{ctx.head}:{SGLANG_DIST_INIT_PORT + ctx.instance_index}",
                  "--nnodes", str(ctx.num_nodes), "--node-rank", str(ctx.node_rank)]
