@@ -105,6 +105,35 @@ def test_tpot_floors_never_exceed_the_tpot_quantiles():
             assert (floors.tpot_q_s < rows.tpot_q_s * 0.999).any()  # a floor, not the same numbers
             # The TTFT-free version computes the same floors, stability and rates.
             probe = np.linspace(1.0, float(costs.max_batch_size), 7)
-            tpot_q, stable, rates = colocated_tpot_floors(costs, grid, quantiles, probe=probe)
+            tpot_q, stable, rates, first_ttft = colocated_tpot_floors(costs, grid, quantiles, probe=probe)
             assert (tpot_q == floors.tpot_q_s).all() and (stable == floors.stable).all()
+            assert (first_ttft <= rows.ttft_q_s[0] * (1 + 1e-12)).all()  # the first row's TTFT, waits left out
             assert (rates == colocated_rates_rps(costs, probe)).all()
+
+
+def test_service_quantiles_are_those_of_the_service_alone():
+    """The cheapest colocated tier's TTFT floor at the lowest load: the quantiles of the service
+    alone, as ``wait_plus_service_quantiles`` gives them with no wait."""
+    from layoutopt.perf_model.load_colocated import _service_quantiles
+    from layoutopt.perf_model.queueing import wait_plus_service_quantiles
+
+    service = np.array([0.9, 0.2, 0.4, 1.5, 0.3])
+    weights = np.array([0.1, 0.3, 0.2, 0.05, 0.35])
+    quantiles = (0.25, 0.5, 0.9, 0.99)
+    alone = wait_plus_service_quantiles(np.zeros(1), np.zeros(1), service, weights, quantiles)[0]
+    assert (_service_quantiles(service, weights, quantiles) == alone).all()
+
+
+def test_cheapest_tier_is_zero_where_the_lowest_load_misses_ttft():
+    """A colocated layout whose TTFT misses at every load gets bound 0 from every tier, as the full
+    evaluation finds it infeasible (so pruning charges it to the SLO, not to dominance)."""
+    model, gpu, layout = get_model("llama-3.1-70b"), get_gpu("H100"), Layout(tp_size=4, pp_size=2, weight_precision="fp8")
+    workload = preset_workload("rag")
+    perf = instance_capacity(model, gpu, layout, "colocated", workload, SLO(ttft_ms={"p90": 10_000}, tpot_ms={"p90": 200}))
+    # A TTFT target between the unloaded prefill and the service at the lowest load (which adds
+    # the request overhead and the step it rides in): the unloaded check passes, every load misses.
+    unloaded = perf.unloaded_ttft_ms
+    slo = SLO(ttft_ms={"p90": unloaded * 1.0001}, tpot_ms={"p90": 200})
+    assert instance_capacity(model, gpu, layout, "colocated", workload, slo).capacity_rps == 0.0
+    for tier in ("tpot", "floors", "grid"):
+        assert capacity_upper_bound(model, gpu, layout, "colocated", workload, slo, tier=tier).capacity_rps == 0.0

@@ -13,7 +13,8 @@ engine pairing partners), a proposal is skipped when a smaller one already evalu
 k times over, than the proposal's upper bound (``perf_model.capacity.capacity_upper_bound``, a
 fraction of a full evaluation's cost): the full evaluation could only find it dominated. The
 decision depends on bounds and capacities alone, so the table is the same on any machine and
-whatever is cached.
+whatever is cached. A skipped proposal is counted as dominated even where a full evaluation would
+also have found it missing the SLO at every load (a bound that ignores the TTFT cannot tell).
 
 Every layout evaluated here passed the structural screens, whose ``scale-up domain`` rule
 (``space.stage_span_problem``) decides which stages may spread over whole local domains; the

@@ -260,7 +260,7 @@ class CapacityBound(BaseModel):
 
 
 # Colocated bounds, cheapest and loosest first (the other roles have one bound): TPOT floors and
-# stability only; TPOT floors with the TTFT; the coarse load grid itself.
+# stability (the TTFT at the lowest load only); TPOT floors with the TTFT; the coarse load grid itself.
 BoundTier = Literal["tpot", "floors", "grid"]
 BOUND_TIERS: tuple[BoundTier, ...] = ("tpot", "floors", "grid")
 
@@ -285,8 +285,9 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
       it, then the rates of the refinement's own points (the capacity is one of them);
       ``"floors"``, the grid with TPOT floors instead (no quantile solves, about half the cost):
       the capacity lies below the first row whose floors miss, and the bound is the largest rate
-      of every refinement point below; ``"tpot"``, the same with the TTFT targets left out (no
-      slot wait or prompt queue; the first miss comes later still).
+      of every refinement point below; ``"tpot"``, the same with the TTFT targets checked at the
+      lowest load only, against the service alone (no slot wait or prompt queue; the first miss
+      comes later still, and a layout that misses TTFT at any load still gets 0.0).
     """
     try:
         costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link,
@@ -309,7 +310,7 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
         return bound(decode_rate_bound_rps(costs, min((t for q, t in tpot_t.items() if q >= 0.5), default=None)))
     quantiles = _quantiles(ttft_t, tpot_t)
     if tier != "grid":
-        return bound(_colocated_rate_ceiling_rps(costs, quantiles, ttft_t if tier == "floors" else None, tpot_t))
+        return bound(_colocated_rate_ceiling_rps(costs, quantiles, ttft_t, tpot_t, every_ttft_row=tier == "floors"))
     coarse = _coarse_rows(costs, role, quantiles, ttft_t, tpot_t)
     if coarse is None:
         return bound(0.0)
@@ -318,23 +319,26 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
     return bound(float(rows.rate_rps[last]) if fine is None else float(colocated_rates_rps(costs, fine).max()))
 
 
-def _colocated_rate_ceiling_rps(costs: PhaseCosts, quantiles, ttft, tpot) -> float:
+def _colocated_rate_ceiling_rps(costs: PhaseCosts, quantiles, ttft, tpot, every_ttft_row: bool = True) -> float:
     """A colocated rate (before headroom) that ``_best_row`` never exceeds, without TPOT quantile solves.
 
     The coarse grid with TPOT floors (``colocated_rows(tpot_floor=True)``: same TTFT and stability,
     TPOT never above the real one) misses the targets at the real grid's first missing row or
     later, so ``_best_row``'s refinement interval lies below the floors' first miss; its capacity is
     one of that interval's points. The largest rate over the points of every interval below that
-    row bounds it (a hair of slack covers rounding between differently shaped arrays). ``ttft``
-    None leaves the TTFT targets out (``colocated_tpot_floors``): fewer misses, a later first one.
+    row bounds it (a hair of slack covers rounding between differently shaped arrays).
+    ``every_ttft_row=False`` checks the TTFT targets at the first row only, against the service
+    alone (``colocated_tpot_floors``; a wait only adds to it): fewer misses, a later first one, and
+    still 0.0 where even the lowest load misses a TTFT target, as the full evaluation finds.
     ``quantiles`` are ``_quantiles``' (sorted, the load rows' default columns included).
     """
     grid = batch_grid(costs, _COARSE_POINTS)
     start, stop = grid[:-1, None], grid[1:, None]
     points = start + (stop - start) * np.linspace(0.0, 1.0, _FINE_POINTS)[None, :]  # (intervals, fine points)
-    if ttft is None:
-        floors_q, stable, rates = colocated_tpot_floors(costs, grid, quantiles, probe=points.ravel())
+    if not every_ttft_row:
+        floors_q, stable, rates, first_ttft = colocated_tpot_floors(costs, grid, quantiles, probe=points.ravel())
         ok = _worst_ratio(quantiles, stable, floors_q, tpot) <= 1.0 + 1e-9
+        ok[0] &= all(first_ttft[quantiles.index(q)] <= target * (1.0 + 1e-9) for q, target in ttft.items())
     else:
         floors = colocated_rows(costs, grid, 1.0, quantiles, tpot_floor=True)
         ok = _violation(floors, ttft, tpot) <= 1.0 + 1e-9

@@ -48,16 +48,9 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     n = batch_grid(costs) if batch is None else np.asarray(batch, dtype=float)
     core = _Core(costs, n, population)
     steps, weights = core.steps, costs.input_weights
-    d, tau, rate, extra, mean_extra, extra_sq = core.d, core.tau, core.rate, core.extra, core.mean_extra, core.extra_sq
+    tau, rate = core.tau, core.rate
     prompts_per_step, busy, delay = core.prompts_per_step, core.busy, core.delay
-    # Before its own step a prompt waits for the rest of the step in progress (length-biased:
-    # E[T^2] / (2 E[T]) over decode-only and prompt steps) and rides with the prompts that arrive
-    # meanwhile (lambda tau of them, each adding E[W]). The rest of a step is bounded by one step
-    # (steps vary little), so it counts with its mean in the service, not with an exponential tail;
-    # the riders, whose number varies, are the exponential part of the delay.
-    second = d**2 + prompts_per_step * (2.0 * d * mean_extra + extra_sq)
-    rest_of_step = 0.5 * second / tau * busy
-    service = (d + rest_of_step)[:, None] * busy[:, None] + extra + costs.request_overhead_s
+    service = core.service_s()  # the TTFT without waits (see _Core.service_s); the riders are ``delay``
     residence = steps * tau + (service * weights).sum(axis=1) + delay
     # With every slot held the steps run at the full batch, so a sequence resides longer (as for
     # decode_rows); the slot wait's drain and its pull back to the mean use that residence.
@@ -82,14 +75,26 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
 
 
 def colocated_tpot_floors(costs: PhaseCosts, batch: np.ndarray, quantiles: tuple[float, ...] = QUANTILES,
-                          probe: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(TPOT floors (rows, quantiles), stable, rates at the ``probe`` batches) of
-    :func:`colocated_rows(tpot_floor=True)` at the same batches and quantiles, without the TTFT (no
-    slot wait, no prompt queue): what a capacity bound that ignores the TTFT targets needs. The
-    probe rates are :func:`colocated_rates_rps`', computed in the same pass."""
+                          probe: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(TPOT floors (rows, quantiles), stable, rates at the ``probe`` batches, TTFT floors of the
+    first row (quantiles)) of :func:`colocated_rows(tpot_floor=True)` at the same batches and
+    quantiles, without the TTFT's waits (no slot wait, no prompt queue): what a capacity bound
+    that ignores the TTFT targets beyond the first row needs. The probe rates are
+    :func:`colocated_rates_rps`', computed in the same pass; the first row's TTFT floors are the
+    quantiles of its service alone (a wait only adds to it)."""
     quantiles = _with_defaults(quantiles)
     core = _Core(costs, np.asarray(batch, dtype=float), None, probe)
-    return core.tpot_quantiles(quantiles, True), core.stable, core.probe_rate
+    first = _service_quantiles(core.service_s(slice(0, 1))[0], costs.input_weights, quantiles)
+    return core.tpot_quantiles(quantiles, True), core.stable, core.probe_rate, first
+
+
+def _service_quantiles(service_s: np.ndarray, weights: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
+    """Quantiles of a discrete service time alone: ``wait_plus_service_quantiles`` with no wait
+    (the smallest value whose cumulative weight exceeds q)."""
+    order = np.argsort(service_s)
+    cum = np.cumsum(weights[order] / weights.sum())
+    first = np.minimum(np.searchsorted(cum, np.asarray(quantiles) + 1e-12, side="right"), len(cum) - 1)
+    return service_s[order][first]
 
 
 class _Core:
@@ -127,6 +132,17 @@ class _Core:
         prompt_tokens = n * costs.mean_input_tokens / steps
         self.stable = ((rate_up > rate) & (prompt_tokens <= budget) & (rho < 1.0)
                        & (n <= costs.max_batch_size * (1 + 1e-9)))
+
+    def service_s(self, rows: slice = slice(None)) -> np.ndarray:
+        """A prompt's TTFT without its waits (rows, length bins): the rest of the step in progress
+        (length-biased: E[T^2] / (2 E[T]) over decode-only and prompt steps), its own mixed step and
+        the request overhead. The prompts that arrive meanwhile ride in its step (lambda tau of
+        them, each adding E[W]); their number varies, so they are the exponential part of the wait
+        (``delay``), as the rest of a step, bounded by one step, is not."""
+        d, tau, busy = self.d[rows], self.tau[rows], self.busy[rows]
+        second = d**2 + self.prompts_per_step[rows] * (2.0 * d * self.mean_extra[rows] + self.extra_sq[rows])
+        rest_of_step = 0.5 * second / tau * busy
+        return (d + rest_of_step)[:, None] * busy[:, None] + self.extra[rows] + self.costs.request_overhead_s
 
     def tpot_quantiles(self, quantiles: tuple[float, ...], floor: bool) -> np.ndarray:
         costs, busy = self.costs, self.busy
