@@ -115,3 +115,23 @@ def call(url: str, method: str = "GET", body: object = None, raw: bytes | None =
             (json.loads(payload) if payload else None)
     finally:
         connection.close()
+
+
+def evaluates_in_process() -> bool:
+    """In a service worker: whether candidate evaluation stays in the worker (no processes of its own)."""
+    from layoutopt.optimizer import evaluation
+
+    return not evaluation._worker_processes_allowed
+
+
+def deaf_sleep(sleep_s: float = 30.0) -> str:
+    """Sleep with SIGTERM blocked, as a worker inside CP-SAT or numpy is: only SIGKILL stops it."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    time.sleep(sleep_s)
+    return "slept"
+
+
+def quick() -> str:
+    return "done"

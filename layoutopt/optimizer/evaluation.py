@@ -103,6 +103,18 @@ def available_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# False in processes that must not start evaluation workers of their own (the service's workers:
+# the service runs requests side by side in processes it can stop, and a stopped process must not
+# leave workers behind that keep computing). ``single_process()`` sets it.
+_worker_processes_allowed = True
+
+
+def single_process() -> None:
+    """Evaluate in this process from now on (for process pools whose workers are stopped mid-run)."""
+    global _worker_processes_allowed
+    _worker_processes_allowed = False
+
+
 def _context():
     # fork copies the imported package for free; with other threads running (the HTTP service) a
     # fork could copy a held lock, so a fresh interpreter is started instead.
@@ -118,8 +130,10 @@ def parallel_map(function: Callable, shared, tasks: Sequence, sizes: Sequence[in
     (by ``sizes``) are submitted first, so the workers finish at about the same time. The
     results are the same either way."""
     workers = available_workers() if workers is None else max(1, workers)
-    # A daemonic process (a worker of the service or a multiprocessing.Pool) may not start children.
-    if not parallel or workers < 2 or len(tasks) < 2 or multiprocessing.current_process().daemon:
+    # A daemonic process (a multiprocessing.Pool worker) may not start children; the service's
+    # workers call single_process().
+    if (not parallel or workers < 2 or len(tasks) < 2 or not _worker_processes_allowed
+            or multiprocessing.current_process().daemon):
         return [function(shared, task) for task in tasks]
     order = sorted(range(len(tasks)), key=lambda t: -sizes[t])
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=_context()) as pool:

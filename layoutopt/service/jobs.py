@@ -94,6 +94,15 @@ HEAVY_MODULES = ("layoutopt.optimizer.solve", "layoutopt.optimizer.fleet", "layo
                  "layoutopt.service.arguments", "layoutopt.sweep.run")
 
 
+def worker_started() -> None:
+    """In each new worker process: evaluate in the worker itself. Requests already run side by side
+    in the pool's processes, and a worker stopped at a deadline must not leave evaluation workers
+    of its own running (pebble's workers are not daemonic, so they could start some)."""
+    from layoutopt.optimizer.evaluation import single_process
+
+    single_process()
+
+
 def warm_up() -> None:
     """Import the solver, performance model and simulator so a worker's first request is not slow."""
     import importlib

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError
 from typing import Any, Literal
 
+import pebble.common
 from pebble import ProcessPool
 from pebble.common import ProcessExpired
 
@@ -35,6 +36,8 @@ RUN_TIME_SMOOTHING = 0.2  # weight of the latest run in the moving mean of run t
 ADMISSION_FRACTION = 0.8  # refuse when the expected time exceeds this share of the deadline (runs vary)
 PARSE_PROCESSES = 1
 WARM_UP_TIMEOUT_S = 120.0
+# Seconds a stopped worker gets to exit on SIGTERM before SIGKILL (see WorkerPool.start).
+STOP_GRACE_S = 0.25
 
 
 class Busy(Exception):
@@ -84,8 +87,13 @@ class WorkerPool:
 
     def start(self) -> None:
         """Start the processes and wait until each has imported the solver (the service is ready then)."""
+        # A stopped worker gets SIGTERM, whose handler runs only once CP-SAT or numpy hands the
+        # interpreter back, then SIGKILL after pebble's term_timeout (3 s by default): the slot
+        # would stay taken past the deadline that stopped it. Nothing is lost by killing sooner.
+        pebble.common.CONSTS.term_timeout = STOP_GRACE_S
         context = _context()
-        self._pools = {"work": ProcessPool(max_workers=self.max_workers, context=context),
+        self._pools = {"work": ProcessPool(max_workers=self.max_workers, context=context,
+                                           initializer=jobs.worker_started),
                        "parse": ProcessPool(max_workers=PARSE_PROCESSES, context=context)}
         warming = [pool.schedule(jobs.warm_up) for name, pool in self._pools.items()
                    for _ in range(self.max_workers if name == "work" else PARSE_PROCESSES)]
