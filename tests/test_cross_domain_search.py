@@ -5,12 +5,9 @@ data, ``bash -n`` and the Kubernetes schemas."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from layoutopt.engines import engine_ref_of
 from layoutopt.hardware_catalog.catalog import get_gpu
@@ -21,15 +18,13 @@ from layoutopt.optimizer.solve import solve
 from layoutopt.optimizer.space import Proposal
 from layoutopt.plan import Layout
 from layoutopt.report.emit import render
-from layoutopt.report.engine_flags import bad_choices, load_engine_flags, unknown_flags
 from layoutopt.topology import cluster_from_budget, load_cluster, place, validate_placement
 from layoutopt.topology.placement.encoding import instance_gpus
 from layoutopt.hardware_catalog.budget import parse_budget
 from layoutopt.workloads.presets import preset_workload
 from layoutopt.workloads.slo import SLO
 from test_placement_fixtures import plan, pool
-from test_report_helpers import engine_commands
-from test_report_kubernetes import _as_pod_template, _validate
+from test_report_matrix import check_emitted_files
 
 SLO_CHAT = SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 30})
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -72,27 +67,6 @@ def test_a_spread_stage_packs_one_whole_domain_per_unit():
     assert shape.domain_group_gpus == 8                  # the PP link is PCIe: one server
 
 
-def _check_files(files: dict[str, str], engine: str, version: str) -> int:
-    flags = load_engine_flags(engine, version)
-    commands = 0
-    for path, text in files.items():
-        if path.endswith(".sh") and shutil.which("bash"):
-            result = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
-            assert result.returncode == 0, f"{path}: {result.stderr}"
-        if path.startswith("launch/"):
-            for argv in engine_commands(text):
-                assert unknown_flags(argv, flags) == [] and bad_choices(argv, flags) == [], f"{path}: {argv}"
-                commands += 1
-        elif path.startswith("k8s/"):
-            for doc in yaml.safe_load_all(text):
-                if doc["kind"] == "LeaderWorkerSet":
-                    for key in ("leaderTemplate", "workerTemplate"):
-                        _validate(_as_pod_template(doc["spec"]["leaderWorkerTemplate"][key], "default"))
-                else:
-                    _validate(doc)
-    return commands
-
-
 def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
     solved = solve("deepseek-v3", "64xH100", EXAMPLES / "slo.yaml")
     assert solved.status == "optimal"
@@ -108,7 +82,7 @@ def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
             assert all(len(placed.gpus_by_node[n]) == 8 for n in placed.nodes)
     for release in ("vllm==0.33.0", "sglang==0.5.23"):
         files = render(solved, engine=release, plots=False)
-        assert _check_files(files, *release.split("==")) >= len(solved.pools)
+        assert check_emitted_files(files, *release.split("==")) >= len(solved.pools)
         text = "\n".join(t for p, t in files.items() if p.startswith("launch/"))
         # The all-to-all the model costs for EP across nodes is named, not forced (DeepEP may be missing).
         if release.startswith("vllm"):
@@ -124,7 +98,7 @@ def test_llama_70b_on_8_l40s_solves_with_tp_and_places_on_one_server():
     assert solved.status in ("optimal", "feasible") and all(p.tp_size > 1 for p in solved.pools)
     assert all(len(p.nodes) == 1 for p in solved.placement)
     files = render(solved, engine="vllm", plots=False)
-    assert _check_files(files, "vllm", "0.33.0") >= 1
+    assert check_emitted_files(files, "vllm", "0.33.0") >= 1
 
 
 @pytest.mark.parametrize(("layout", "nodes"), [(dict(tp=16), 2), (dict(tp=2, dp=16), 4)])

@@ -67,7 +67,19 @@ def test_matrix_files_are_valid_for_the_release(name, release):
     ref = parse_engine(release)
     plan = _plan(name)
     files = render(plan, engine=release, model_id=None, plots=False)
-    flags = load_engine_flags(ref.engine, ref.version)
+    commands = check_emitted_files(files, ref.engine, ref.version)
+    assert commands >= len(plan.pools)
+    if plan.mode != "colocated" or sum(p.instances for p in plan.pools) > 1:
+        assert "router/router.sh" in files and "k8s/router.yaml" in files
+    assert "bench/bench.sh" in files
+    _check_router_and_bench(files, ref)
+
+
+def check_emitted_files(files: dict[str, str], engine: str, version: str) -> int:
+    """Every script parses with ``bash -n``, every manifest validates against the Kubernetes schemas
+    (LeaderWorkerSet pod templates as PodTemplates), and every engine command in the launch scripts
+    and the manifests uses only flags and choices of the release; returns how many commands."""
+    flags = load_engine_flags(engine, version)
     commands = 0
     for path, text in files.items():
         if path.endswith(".sh") and shutil.which("bash"):
@@ -88,11 +100,7 @@ def test_matrix_files_are_valid_for_the_release(name, release):
         for argv in found:
             assert unknown_flags(argv, flags) == [] and bad_choices(argv, flags) == [], f"{path}: {argv}"
             commands += 1
-    assert commands >= len(plan.pools)
-    if plan.mode != "colocated" or sum(p.instances for p in plan.pools) > 1:
-        assert "router/router.sh" in files and "k8s/router.yaml" in files
-    assert "bench/bench.sh" in files
-    _check_router_and_bench(files, ref)
+    return commands
 
 
 def _check_router_and_bench(files, ref):
