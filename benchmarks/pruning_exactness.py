@@ -11,9 +11,9 @@ agree (exit 1 when they do not). ``tests/test_capacity_bound.py`` checks the sam
 
 The drops after evaluation are compared in total (dominated, capacity at SLO, latency floor): a
 proposal that a bound proves dominated is not evaluated, so one that would also have missed the
-SLO at every load is counted as dominated rather than under the SLO's reason (prefill bounds
-ignore the TTFT; colocated ones check it at the lowest load only). Both reasons are true of it.
-The per-reason counts are printed where they differ.
+SLO at every load could be counted as dominated rather than under the SLO's reason (the bounds
+check the TTFT at the lowest load against the service alone, without its waits). Both reasons
+would be true of it. The per-reason counts are printed where they differ.
 """
 
 from __future__ import annotations

@@ -114,14 +114,14 @@ def test_tpot_floors_never_exceed_the_tpot_quantiles():
 def test_service_quantiles_are_those_of_the_service_alone():
     """The cheapest colocated tier's TTFT floor at the lowest load: the quantiles of the service
     alone, as ``wait_plus_service_quantiles`` gives them with no wait."""
-    from layoutopt.perf_model.load_colocated import _service_quantiles
+    from layoutopt.perf_model.load_colocated import service_quantiles
     from layoutopt.perf_model.queueing import wait_plus_service_quantiles
 
     service = np.array([0.9, 0.2, 0.4, 1.5, 0.3])
     weights = np.array([0.1, 0.3, 0.2, 0.05, 0.35])
     quantiles = (0.25, 0.5, 0.9, 0.99)
     alone = wait_plus_service_quantiles(np.zeros(1), np.zeros(1), service, weights, quantiles)[0]
-    assert (_service_quantiles(service, weights, quantiles) == alone).all()
+    assert (service_quantiles(service, weights, quantiles) == alone).all()
 
 
 def test_cheapest_tier_is_zero_where_the_lowest_load_misses_ttft():
@@ -137,3 +137,16 @@ def test_cheapest_tier_is_zero_where_the_lowest_load_misses_ttft():
     assert instance_capacity(model, gpu, layout, "colocated", workload, slo).capacity_rps == 0.0
     for tier in ("tpot", "floors", "grid"):
         assert capacity_upper_bound(model, gpu, layout, "colocated", workload, slo, tier=tier).capacity_rps == 0.0
+
+
+def test_prefill_bound_is_zero_where_the_service_alone_misses_ttft():
+    """The request overhead counts in TTFT but not in the unloaded check: a TTFT target between the
+    two gets a prefill bound of 0, as the full evaluation finds no load that meets it."""
+    model, gpu, layout = get_model("qwen3-32b"), get_gpu("H100"), Layout(tp_size=2, weight_precision="fp8")
+    workload, link = preset_workload("rag"), inter_node_link(get_gpu("H100"))
+    loose = SLO(ttft_ms={"p90": 60_000}, tpot_ms={"p90": 200})
+    unloaded = instance_capacity(model, gpu, layout, "prefill", workload, loose, kv_link=link).unloaded_ttft_ms
+    slo = SLO(ttft_ms={"p90": unloaded * 1.0001}, tpot_ms={"p90": 200})
+    assert instance_capacity(model, gpu, layout, "prefill", workload, slo, kv_link=link).capacity_rps == 0.0
+    assert capacity_upper_bound(model, gpu, layout, "prefill", workload, slo, kv_link=link).capacity_rps == 0.0
+    assert capacity_upper_bound(model, gpu, layout, "prefill", workload, loose, kv_link=link).capacity_rps > 0.0

@@ -39,7 +39,7 @@ from layoutopt.perf_model.load import (
     Rows, colocated_rates_rps, colocated_rows, decode_rate_bound_rps, decode_rows, prefill_rate_ceiling_rps,
     prefill_rows, rows_for,
 )
-from layoutopt.perf_model.load_colocated import colocated_tpot_floors
+from layoutopt.perf_model.load_colocated import colocated_tpot_floors, service_quantiles
 from layoutopt.perf_model.load_rows import batch_grid
 from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
@@ -276,7 +276,8 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
     fit or misses the SLO unloaded (``instance_capacity`` answers those quickly). Per role:
 
     - prefill: the rate at which the prefill servers run full steps all the time, the top of the
-      load grid (every rate evaluated lies below it);
+      load grid (every rate evaluated lies below it); 0.0 where a prompt's service alone (prefill,
+      KV transfer, request overhead) already misses a TTFT target;
     - decode: the rate n / ((E[O] - 1) tau(n)) over batches up to the memory limit whose mean step
       tau(n) is within every TPOT target at the median or above (such a TPOT quantile is
       tau + z sd with z >= 0, never below the mean step); on each interval of a fine grid, the top
@@ -304,6 +305,14 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
     if _unloaded_miss(costs, role, slo, unloaded) is not None:
         return bound(0.0)
     if role == "prefill":
+        # At every rate a prompt's TTFT is at least its service alone: the prefill, the KV transfer
+        # and the request overhead (prefill_rows adds waits and a fixed delay, both >= 0). Where
+        # that misses a target no load meets the SLO, as the full evaluation finds.
+        quantiles = _quantiles(ttft_t, tpot_t)
+        alone = service_quantiles(costs.prefill_s + costs.kv_transfer_s + costs.request_overhead_s,
+                                   costs.input_weights, quantiles)
+        if any(alone[quantiles.index(q)] > target * (1.0 + 1e-9) for q, target in ttft_t.items()):
+            return bound(0.0)
         return bound(prefill_rate_ceiling_rps(costs))
     if role == "decode":
         # TPOT targets at the median or above: tpot_q = max(tau + z sd, d(1)) with z >= 0 (load_rows.decode_rows).

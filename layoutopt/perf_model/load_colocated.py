@@ -84,11 +84,11 @@ def colocated_tpot_floors(costs: PhaseCosts, batch: np.ndarray, quantiles: tuple
     quantiles of its service alone (a wait only adds to it)."""
     quantiles = _with_defaults(quantiles)
     core = _Core(costs, np.asarray(batch, dtype=float), None, probe)
-    first = _service_quantiles(core.service_s(slice(0, 1))[0], costs.input_weights, quantiles)
+    first = service_quantiles(core.service_s(slice(0, 1))[0], costs.input_weights, quantiles)
     return core.tpot_quantiles(quantiles, True), core.stable, core.probe_rate, first
 
 
-def _service_quantiles(service_s: np.ndarray, weights: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
+def service_quantiles(service_s: np.ndarray, weights: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
     """Quantiles of a discrete service time alone: ``wait_plus_service_quantiles`` with no wait
     (the smallest value whose cumulative weight exceeds q)."""
     order = np.argsort(service_s)
