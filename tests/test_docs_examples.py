@@ -38,7 +38,7 @@ LAYOUTOPT = [sys.executable, "-c", "import sys; from layoutopt.cli import main; 
 SLOW_COMMANDS = {
     "--model deepseek-v3 --budget '$400/h'": (
         "a dollar cap opens every GPU type of the catalog: ~65,000 DeepSeek-V3 layouts are "
-        "enumerated and bounded, about 8-9 s on 2 idle cores; tests/test_budget.py covers parsing dollar budgets"),
+        "enumerated and bounded, about 9-10 s on 2 idle cores; tests/test_budget.py covers parsing dollar budgets"),
 }
 # docs/api.md Python blocks (matched by a substring) left out, and why.
 SLOW_BLOCKS = {
