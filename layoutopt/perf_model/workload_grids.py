@@ -59,7 +59,6 @@ def _fine_moments(dist) -> tuple[float, ...]:
     return tuple(float((tokens**k).mean()) for k in range(5))
 
 
-
 def output_moments(workload: Workload) -> tuple[float, float, float]:
     """(E[O], E[O^2] / E[O], E[1 / max(O - 1, 1)]) of the output length, from its quantile grid."""
     tokens, weights = length_grid(workload.output_tokens)
@@ -76,7 +75,6 @@ def reservation_scv(workload: Workload) -> float:
     mean = p1 + o2 / o1
     second = p2 + 2.0 * p1 * o2 / o1 + o3 / o1
     return max(second / mean**2 - 1.0, 0.0)
-
 
 
 @dataclass(frozen=True)
