@@ -85,11 +85,51 @@ def line_rate_gb_per_s(link: Link, group_gpus: int | None = None) -> float:
     return link.bandwidth_gb_per_s * min(max(group_gpus - 1, 1), link.mesh_peers) / link.mesh_peers
 
 
+# Asymptotic bus bandwidth (line rate x efficiency, GB/s) by (id(link), group GPUs, all-reduce):
+# hot loops ask for the same few frozen links again and again. Each entry keeps its link alive,
+# so the id stays that link's.
+_ASYMPTOTIC: dict[tuple, tuple[Link, float]] = {}
+
+
+def _asymptotic_gb_per_s(link: Link, group_gpus: int | None, allreduce: bool) -> float:
+    key = (id(link), group_gpus, allreduce)
+    hit = _ASYMPTOTIC.get(key)
+    if hit is None:
+        if len(_ASYMPTOTIC) >= 4096:
+            _ASYMPTOTIC.clear()
+        hit = _ASYMPTOTIC[key] = (link, line_rate_gb_per_s(link, group_gpus) * link_efficiency(link, allreduce))
+    return hit[1]
+
+
+# (fixed seconds, wire share of the message, asymptotic GB/s) of a collective on one link by
+# (kind, id(link), GPUs, engine latency): the same few groups recur in every step.
+_FLAT: dict[tuple, tuple[Link, tuple[float, float, float]]] = {}
+
+
+def _flat_terms(link: Link, n: int, latency_us: float, kind: str) -> tuple[float, float, float]:
+    """A collective over ``n`` GPUs on one link: fixed latency (s), the share of the message that
+    crosses the wire (ring: all-reduce 2(n-1)/n, all-gather and all-to-all (n-1)/n) and the link's
+    asymptotic bus bandwidth (GB/s) for that kind."""
+    key = (kind, id(link), n, latency_us)
+    hit = _FLAT.get(key)
+    if hit is not None:
+        return hit[1]
+    if kind == "allreduce":
+        share, hops = 2.0 * (n - 1) / n, _hops(link, 2 * (n - 1))
+    else:
+        share, hops = (n - 1) / n, 1 if kind == "alltoall" else _hops(link, n - 1)
+    terms = ((latency_us + hops * link.latency_us) * 1e-6, share,
+             _asymptotic_gb_per_s(link, n, kind == "allreduce"))
+    if len(_FLAT) >= 4096:
+        _FLAT.clear()
+    _FLAT[key] = (link, terms)
+    return terms
+
+
 def achieved_bandwidth_gb_per_s(link: Link, message_bytes, allreduce: bool = False, group_gpus: int | None = None):
     """Bus bandwidth per GPU a collective of ``message_bytes`` among ``group_gpus`` GPUs reaches on
     ``link`` (GB/s); ``group_gpus`` None: the link's whole line rate."""
-    return (line_rate_gb_per_s(link, group_gpus) * link_efficiency(link, allreduce)
-            * bandwidth_saturation_fraction(message_bytes))
+    return _asymptotic_gb_per_s(link, group_gpus, allreduce) * bandwidth_saturation_fraction(message_bytes)
 
 
 def _hops(link: Link, ring_steps: int) -> int:
@@ -132,11 +172,17 @@ def _local_and_network_s(local_bytes, network_bytes, group: SpanningGroup, messa
     return _max(local_s, network_s) / fraction
 
 
-def allreduce_time_s(message_bytes, num_gpus: int, link: GroupLink, latency_us: float):
+def allreduce_time_s(message_bytes, num_gpus: int, link: GroupLink, latency_us: float, times: int = 1):
     """All-reduce of ``message_bytes`` over ``num_gpus``: latency + 2(n-1)/n x S / bandwidth on one
-    link, hierarchical (see the module docstring) on a ``SpanningGroup``."""
+    link, hierarchical (see the module docstring) on a ``SpanningGroup``; ``times`` of them in a row."""
     if num_gpus <= 1:
         return 0.0
+    if times != 1 and not isinstance(link, SpanningGroup):
+        fixed_s, share, rate = _flat_terms(link, num_gpus, latency_us, "allreduce")
+        return times * fixed_s + (times * share / (rate * 1e9)) * message_bytes / bandwidth_saturation_fraction(
+            message_bytes)
+    if times != 1:
+        return times * allreduce_time_s(message_bytes, num_gpus, link, latency_us)
     n = num_gpus
     if isinstance(link, SpanningGroup):
         num_domains, d = _split(link, n)
@@ -145,9 +191,8 @@ def allreduce_time_s(message_bytes, num_gpus: int, link: GroupLink, latency_us: 
         local_hops = 2 * _hops(link.local, math.ceil(d) - 1) if d > 1 else 0
         fixed_s = _spanning_fixed_s(latency_us, link, local_hops, 2 * _network_steps(num_domains))
         return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, message_bytes, d)
-    wire_bytes = 2.0 * (n - 1) / n * message_bytes
-    fixed_s = (latency_us + _hops(link, 2 * (n - 1)) * link.latency_us) * 1e-6
-    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, message_bytes, allreduce=True, group_gpus=n) * 1e9)
+    fixed_s, share, rate = _flat_terms(link, n, latency_us, "allreduce")
+    return fixed_s + (share / (rate * 1e9)) * message_bytes / bandwidth_saturation_fraction(message_bytes)
 
 
 def allgather_time_s(total_bytes, num_gpus: int, link: GroupLink, latency_us: float):
@@ -163,9 +208,8 @@ def allgather_time_s(total_bytes, num_gpus: int, link: GroupLink, latency_us: fl
         local_hops = _hops(link.local, math.ceil(d) - 1) if d > 1 else 0
         fixed_s = _spanning_fixed_s(latency_us, link, local_hops, _network_steps(num_domains))
         return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, total_bytes, d)
-    wire_bytes = (n - 1) / n * total_bytes
-    fixed_s = (latency_us + _hops(link, n - 1) * link.latency_us) * 1e-6
-    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, total_bytes, group_gpus=n) * 1e9)
+    fixed_s, share, rate = _flat_terms(link, n, latency_us, "allgather")
+    return fixed_s + share * total_bytes / (rate * bandwidth_saturation_fraction(total_bytes) * 1e9)
 
 
 def alltoall_time_s(bytes_per_gpu, num_gpus: int, link: GroupLink, latency_us: float):
@@ -184,15 +228,14 @@ def alltoall_time_s(bytes_per_gpu, num_gpus: int, link: GroupLink, latency_us: f
         network_bytes = (n - d) / n * bytes_per_gpu
         fixed_s = _spanning_fixed_s(latency_us, link, 0, 1)  # direct sends; the local ones overlap
         return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, bytes_per_gpu, d)
-    wire_bytes = (n - 1) / n * bytes_per_gpu
-    fixed_s = (latency_us + link.latency_us) * 1e-6
-    return fixed_s + wire_bytes / (achieved_bandwidth_gb_per_s(link, bytes_per_gpu, group_gpus=n) * 1e9)
+    fixed_s, share, rate = _flat_terms(link, n, latency_us, "alltoall")
+    return fixed_s + share * bytes_per_gpu / (rate * bandwidth_saturation_fraction(bytes_per_gpu) * 1e9)
 
 
 def p2p_time_s(message_bytes, link: Link):
     """Send ``message_bytes`` from one GPU to another (pipeline stage boundary)."""
-    return link.latency_us * 1e-6 + message_bytes / (achieved_bandwidth_gb_per_s(link, message_bytes, group_gpus=2)
-                                                     * 1e9)
+    return link.latency_us * 1e-6 + (1.0 / (_asymptotic_gb_per_s(link, 2, False) * 1e9)) * message_bytes / (
+        bandwidth_saturation_fraction(message_bytes))
 
 
 def ring_pass_time_s(chunk_bytes, num_gpus: int, link: GroupLink, latency_us: float):

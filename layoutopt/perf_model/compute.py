@@ -289,16 +289,17 @@ def expert_load_imbalance(routed_pairs, ep: int, skew: float):
     """
     if ep <= 1:
         return 1.0
-    spread = 2.0 * math.log(ep) * (ep - 1.0)
+    # skew (1 + sqrt(spread / P)) = skew + sqrt(skew^2 spread / P)
+    spread = skew * skew * (2.0 * math.log(ep) * (ep - 1.0))
     if isinstance(routed_pairs, np.ndarray):
-        return np.minimum(skew * (1.0 + np.sqrt(spread / np.maximum(routed_pairs, 1.0))), float(ep))
-    return min(skew * (1.0 + math.sqrt(spread / max(routed_pairs, 1.0))), float(ep))
+        return np.minimum(skew + np.sqrt(spread / np.maximum(routed_pairs, 1.0)), float(ep))
+    return min(skew + math.sqrt(spread / max(routed_pairs, 1.0)), float(ep))
 
 
-def _gemm_time_s(c: ForwardCoefficients, flops, rows):
-    """GEMM compute time; efficiency falls for few rows: eff x rows / (rows + half-efficiency rows)."""
-    half = c.gemm_half_rows
-    return flops * (rows + half) / (_max(rows, 1e-9) * c.gemm_flops_per_s)
+def _gemm_time_s(c: ForwardCoefficients, work_s, rows):
+    """GEMM compute time from its time at full efficiency (``work_s``, FLOPs / (peak x efficiency));
+    efficiency falls for few rows: eff x rows / (rows + half-efficiency rows)."""
+    return work_s * (rows + c.gemm_half_rows) / _max(rows, 1e-9)
 
 
 def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_seqs=0.0, decode_ctx=0.0,
@@ -318,30 +319,40 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
     roofline = _roofline if split else _roofline_total
     p = c.profile
     hbm = c.hbm_bytes_per_s
+    # Scalars are folded before they meet the token arrays: on the small arrays of a step table
+    # every numpy operation costs about a microsecond, whatever its size.
+    if logit_tokens is tokens:  # decode: every token needs the output head
+        gemm_work = tokens * ((c.dense_flops_per_token + c.head_flops_per_logit) / c.gemm_flops_per_s)
+    else:
+        gemm_work = (tokens * c.dense_flops_per_token + logit_tokens * c.head_flops_per_logit) / c.gemm_flops_per_s
     compute_s, memory_s = roofline(
-        _gemm_time_s(c, tokens * c.dense_flops_per_token + logit_tokens * c.head_flops_per_logit, tokens),
-        (c.dense_weight_bytes + c.head_weight_bytes + tokens * c.activation_io_bytes_per_token) / hbm,
+        _gemm_time_s(c, gemm_work, tokens),
+        tokens * (c.activation_io_bytes_per_token / hbm) + (c.dense_weight_bytes + c.head_weight_bytes) / hbm,
     )
     # Two TP all-reduces per layer: after the mixer (attention or linear attention) and after a
     # dense FFN; MoE layers combine their experts below.
-    comm_s = (c.num_mixer_allreduces + c.num_dense_ffn_allreduces) * coll.allreduce_time_s(
-        tokens * c.allreduce_bytes_per_token, c.tp, c.tp_link, p.allreduce_latency_us)
+    comm_s = coll.allreduce_time_s(tokens * c.allreduce_bytes_per_token, c.tp, c.tp_link, p.allreduce_latency_us,
+                                   times=c.num_mixer_allreduces + c.num_dense_ffn_allreduces)
 
     if c.num_moe_layers:
         e, k = c.num_experts, c.experts_per_token
-        moe_tokens = tokens * c.dp  # every attention-DP rank feeds the shared expert layers
-        imbalance = expert_load_imbalance(moe_tokens * k, c.ep, p.moe_imbalance)
-        distinct = expected_distinct_experts(e, k, moe_tokens)
-        touched_rank = _min(e / c.ep, distinct / c.ep * imbalance)
-        pairs_rank = moe_tokens * k / c.ep * imbalance
+        moe_tokens = tokens * c.dp if c.dp > 1 else tokens  # every attention-DP rank feeds the shared expert layers
+        routed = moe_tokens * k
+        imbalance = expert_load_imbalance(routed, c.ep, p.moe_imbalance)
+        # Experts touched per rank (expected_distinct_experts / ep, imbalance applied) and routed
+        # (token, expert) pairs per rank.
+        per_rank = e / c.ep
+        touched_rank = _min(per_rank, (1.0 - (1.0 - k / e) ** moe_tokens) * per_rank * imbalance)
+        pairs_rank = routed * (imbalance / c.ep) if c.ep > 1 else routed
         # Grouped GEMM: rows per expert = pairs / touched experts, so compute = FLOPs x (1 + half/rows).
-        expert_flop_s = (pairs_rank + c.gemm_half_rows * touched_rank) * (
-            c.expert_slice_flops_per_token * c.num_moe_layers / (c.gemm_flops_per_s * p.grouped_gemm_efficiency))
+        expert_s_per_pair = c.expert_slice_flops_per_token * c.num_moe_layers / (
+            c.gemm_flops_per_s * p.grouped_gemm_efficiency)
+        expert_flop_s = pairs_rank * expert_s_per_pair + touched_rank * (c.gemm_half_rows * expert_s_per_pair)
         # Token permutation before the grouped GEMM and the weighted un-permutation after it: each
         # routed copy of a token's hidden vector is written and read once on each side.
-        permute_bytes = pairs_rank * (4.0 * c.hidden_size * ACTIVATION_BYTES_PER_VALUE) * c.num_moe_layers
-        expert_c, expert_m = roofline(expert_flop_s, (touched_rank * c.expert_slice_bytes * c.num_moe_layers
-                                                      + permute_bytes) / hbm)
+        permute_bytes = 4.0 * c.hidden_size * ACTIVATION_BYTES_PER_VALUE * c.num_moe_layers
+        expert_c, expert_m = roofline(expert_flop_s, touched_rank * (c.expert_slice_bytes * c.num_moe_layers / hbm)
+                                      + pairs_rank * (permute_bytes / hbm))
         compute_s, memory_s = compute_s + expert_c, memory_s + expert_m
         moe_comm = coll.allreduce_time_s(moe_tokens * (c.allreduce_bytes_per_token / c.ep), c.moe_tp,
                                          c.moe_tp_link, p.allreduce_latency_us)

@@ -45,8 +45,14 @@ class StepTime(BaseModel):
 
 
 def _step_time(compute_s: float, memory_s: float, communication_s: float, overhead_s: float) -> StepTime:
-    parts = {"compute": compute_s, "memory": memory_s, "communication": communication_s, "overhead": overhead_s}
-    bottleneck = max(parts, key=parts.__getitem__)
+    # The largest part (the first of equals, in this order).
+    bottleneck, top = "compute", compute_s
+    if memory_s > top:
+        bottleneck, top = "memory", memory_s
+    if communication_s > top:
+        bottleneck, top = "communication", communication_s
+    if overhead_s > top:
+        bottleneck = "overhead"
     # Built without re-validation: every value is a float this module computed.
     return StepTime.model_construct(
         total_s=float(compute_s + memory_s + communication_s + overhead_s), compute_s=float(compute_s),
@@ -178,6 +184,9 @@ def decode_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, batch
         # skips a dozen ufunc calls on one-element arrays (the optimizer's hot loop).
         context = float(context.reshape(-1)[0])
     compute_s, memory_s, comm_s, overhead_s = _decode_costs(model, gpu, layout, c, batch, context, split=False)
+    # split=False leaves memory_s 0.0 (a float); adding it would change nothing.
+    if isinstance(memory_s, float) and memory_s == 0.0:
+        return compute_s + comm_s + overhead_s
     return compute_s + memory_s + comm_s + overhead_s
 
 
