@@ -38,6 +38,7 @@ def vllm_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, Any
     _vllm_context_parallel(wheel, facts)
     _vllm_pp_connector(wheel, facts)
     _vllm_expert_parallel(wheel, facts)
+    _vllm_dp_rank_gpus(wheel, facts)
     _vllm_precision(wheel, facts)
     _vllm_online_quantization(wheel, facts)
     _flag_facts(facts, flags, {
@@ -194,6 +195,24 @@ def _vllm_expert_parallel(wheel: Wheel, facts: Facts) -> None:
               "group as the expert-parallel group: ep_size is tp x dp, not a free degree.")
 
 
+def _vllm_dp_rank_gpus(wheel: Wheel, facts: Facts) -> None:
+    """Where a DP rank's pipeline stages sit: the rank order puts PP inside DP, and both launchers
+    give a DP rank its own contiguous GPUs, so a rank's stages stay together on its node(s)."""
+    state = "vllm/distributed/parallel_state.py"
+    order = wheel.require(state, r"# the layout order is: ExternalDP x DP x PP")
+    utils = "vllm/v1/engine/utils.py"
+    indices = wheel.require(utils, r"^\s*local_dp_rank \* world_size,$")
+    strict = wheel.require(utils, r'placement_strategy = "STRICT_PACK"')
+    span = wheel.require(utils, r"assert world_size % max_device_per_node == 0")
+    facts.add("dp_rank_gpus", "dp_outer_pp_inner", state, order,
+              f"Ranks are laid out {wheel.line_text(state, order).split('is:')[1].strip()}: the ranks of "
+              "one DP rank (its world_size: TP x PP, x PCP where the version has it) are consecutive and each PP stage's EP group takes the stage's ranks of every "
+              f"DP rank. Multiprocessing gives local DP rank r the GPUs [r x world_size, ...) of its node "
+              f"({utils}:{indices}); Ray gives each DP rank one placement group, STRICT_PACK on one node "
+              f"({utils}:{strict}) or, with VLLM_RAY_DP_PACK_STRATEGY=span, whole nodes ({utils}:{span}). "
+              "Either way a node holds whole DP ranks, all their PP stages together.")
+
+
 def _capability_check(wheel: Wheel, path: str, function: str) -> tuple[int, int]:
     """(x10 capability, line) of the ``has_device_capability(N)`` check in the two lines after ``function``."""
     line = wheel.require(path, function)
@@ -326,6 +345,7 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
                   "SGLang's world is --tp-size x --pp-size GPUs: attention DP (--attn-dp-size), attention CP "
                   "(--attn-cp-size) and expert parallelism (--ep-size) split the --tp-size group instead of "
                   "adding GPUs (derive_parallel_widths: attn_tp = tp / (cp x dp), moe_tp = tp / ep / moe_dp).")
+    _sglang_node_ranks(wheel, facts)
     hook = "sglang/srt/arg_groups/attention_hook.py"
     if wheel.exists(hook):
         line = wheel.find(hook, r"--dcp-size \{dcp_size\} must divide --tp-size")
@@ -343,6 +363,27 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
                                             "source": _flag_source(flags, "--quantization")}
                     for m in _choices(flags, "--quantization")]
     return facts.items, quantization
+
+
+def _sglang_node_ranks(wheel: Wheel, facts: Facts) -> None:
+    """How a server spreads over ``--nnodes``: PP ranks outermost, each on nnodes / pp whole nodes."""
+    engine = "sglang/srt/entrypoints/engine.py"
+    line = wheel.find(engine, r"nnodes_per_pp_rank = max\(nnodes // parallel\.pp_size, 1\)")
+    if line is None:
+        line = wheel.require(engine, r"nnodes_per_tp_group = max\(server_args\.nnodes // server_args\.pp_size, 1\)")
+    facts.add("node_rank_layout", "pp_outer", engine, line,
+              "_calculate_rank_ranges: with nnodes_per_pp_rank = nnodes // pp_size, node n runs PP rank "
+              "n // nnodes_per_pp_rank (or pp_size // nnodes consecutive PP ranks when pp_size >= nnodes) and its "
+              "share of that stage's --tp-size ranks: one pipeline stage spreads over nnodes / pp whole nodes, or a node holds pp / nnodes "
+              "whole stages, so a stage's attention-DP and EP ranks share only that stage's nodes.")
+    for rel, pattern in (("sglang/srt/arg_groups/validation_hook.py", r"assert \(cfg\.tp_size \* cfg\.pp_size\) % cfg\.nnodes == 0"),
+                         ("sglang/srt/server_args.py", r"\) % self\.nnodes == 0, \"tp_size must be divisible")):
+        found = wheel.exists(rel) and wheel.find(rel, pattern)
+        if found:
+            facts.add("nnodes_divides_world", "(tp_size x pp_size) % nnodes == 0", rel, found,
+                      "check_server_args refuses a --tp-size x --pp-size world that the nodes do not split evenly.")
+            return
+    raise ProbeError(f"{wheel.path.name}: no (tp_size * pp_size) % nnodes check found")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -162,3 +162,60 @@ def test_trtllm_has_no_rules_and_says_so():
     assert check_layout("trtllm", QWEN, H100, Layout(tp_size=2, pcp_size=2), "prefill") == []
     assert "performance-model profile only" in engine_notes("trtllm")[0]
     assert engine_notes("vllm") == []
+
+
+def _dep(tp, dp, pp, pcp=1):
+    return Layout(tp_size=tp, dp_size=dp, ep_size=tp * dp, pp_size=pp, pcp_size=pcp, weight_precision="fp8")
+
+
+# (layout, vLLM refuses it): vLLM keeps each DP rank's PP stages on its node(s) (dp_rank_gpus).
+DP_PP = [
+    (_dep(1, 16, 2), True),    # DEP16 over two domains, PP 2: every node holds both stages
+    (_dep(1, 8, 2), True),     # a stage inside one domain, the instance over two: the same
+    (_dep(1, 16, 1), False),   # no PP
+    (_dep(1, 4, 2), False),    # the whole instance inside one 8-GPU domain
+    (_dep(8, 2, 2), False),    # each DP rank's TP 8 fills a domain: each node holds one stage
+    (_dep(4, 4, 2, pcp=2), False),  # TP x PCP = 8 fills a domain too
+    (_dep(4, 4, 2), True),
+]
+
+
+@pytest.mark.parametrize("layout,refused", DP_PP)
+@pytest.mark.parametrize("engine", ["vllm==0.33.0", "vllm==0.13.0"])
+def test_vllm_dp_pp_placement(engine, layout, refused):
+    if layout.pcp_size > 1 and engine == "vllm==0.13.0":
+        pytest.skip("0.13.0 refuses PCP for every attention kind")
+    found = [v for v in check_layout(engine, DEEPSEEK, H100, layout, "colocated") if v.rule == "dp_pp_placement"]
+    assert bool(found) == refused
+    if refused:
+        assert found[0].source.file == "vllm/distributed/parallel_state.py"
+        assert found[0].values["local_domain_gpus"] == 8
+
+
+@pytest.mark.parametrize("layout,refused", DP_PP)
+@pytest.mark.parametrize("engine", ["sglang==0.5.23", "sglang==0.5.3"])
+def test_sglang_places_each_stage_on_its_own_nodes(engine, layout, refused):
+    # SGLang runs PP ranks outermost over --nnodes (node_rank_layout): no DP x PP placement rule.
+    assert "dp_pp_placement" not in rules(engine, DEEPSEEK, H100, layout, "colocated")
+
+
+def test_dp_pp_placement_message_names_the_domains_and_the_source():
+    [violation] = [v for v in check_layout("vllm", DEEPSEEK, H100, _dep(1, 16, 2), "decode")
+                   if v.rule == "dp_pp_placement"]
+    assert str(violation).startswith("dp_pp_placement: DP 16 x PP 2 over 4 local domains of 8 H100-SXM: vLLM keeps "
+                                     "each DP rank's TP x PP x PCP = 2 GPUs together")
+    assert "spans all 4 domains, not the 2 domains the plan places it in" in str(violation)
+    assert str(violation).endswith("(vllm==0.33.0 vllm/distributed/parallel_state.py:2149)")
+    # Dense models have no DP ranks sharing MoE layers, whatever their PP (TP16 x PP2 over four nodes).
+    assert "dp_pp_placement" not in rules("vllm", QWEN, H100, Layout(tp_size=16, pp_size=2), "colocated")
+
+
+def test_local_domain_of_the_rules_is_the_performance_models():
+    from layoutopt.engines.rules import local_domain_gpus
+    from layoutopt.hardware_catalog.catalog import list_gpus
+    from layoutopt.perf_model.spans import local_domain_gpus as perf_local_domain_gpus
+
+    gpus = list_gpus()
+    assert {local_domain_gpus(g) for g in gpus} >= {8, 72}  # HGX / PCIe servers and NVL72
+    for gpu in gpus:
+        assert local_domain_gpus(gpu) == perf_local_domain_gpus(gpu), gpu.name

@@ -36,19 +36,20 @@ def test_space_rules():
     assert all(d["dp_size"] == 1 and d["ep_size"] == 1 for d in dense)  # DP/EP only for MoE
     assert {d["pcp_size"] for d in dense} == {1, 2, 4}  # PCP on prefilling roles, whatever the prompt
     assert {d["pp_size"] for d in dense} == {1, 2, 4, 8}  # every depth
-    # Powers of two within the 8-GPU domain, and TP16 over two whole domains without PP.
+    # Powers of two within the 8-GPU domain, and TP16 over two whole domains, PP after it too (the
+    # engines place each stage on its own nodes without DP: engines.rules ``dp_pp_placement``).
     assert {d["tp_size"] for d in dense} == {1, 2, 4, 8, 16}
-    assert {d["pp_size"] for d in dense if d["tp_size"] * d["pcp_size"] > 8} == {1}
+    assert {d["pp_size"] for d in dense if d["tp_size"] * d["pcp_size"] > 8} == {1, 2, 4, 8}
     assert {d["tp_size"] * d["pcp_size"] for d in dense} == {1, 2, 4, 8, 16, 32} - {32}
     moe = list(degree_combinations(MOE, H100, "decode"))
     assert all(d["ep_size"] in (1, d["tp_size"] * d["dp_size"]) for d in moe)
     # Beyond one domain only attention DP x EP over whole domains (each DP rank's TP inside one),
-    # up to 128 GPUs, without PP.
+    # up to 128 GPUs, at every PP depth (vLLM's rule ``dp_pp_placement`` screens the ones it mis-maps).
     inside = [d for d in moe if d["tp_size"] * d["dp_size"] <= 8]
     spread = [d for d in moe if d["tp_size"] * d["dp_size"] > 8]
     assert {d["tp_size"] * d["dp_size"] for d in spread} == {16, 32, 64, 128}
-    assert all(d["tp_size"] <= 8 and d["ep_size"] == d["tp_size"] * d["dp_size"] and d["pp_size"] == 1
-               for d in spread)
+    assert all(d["tp_size"] <= 8 and d["ep_size"] == d["tp_size"] * d["dp_size"] for d in spread)
+    assert {d["pp_size"] for d in spread} == {1, 2, 4, 8}
     assert {d["pp_size"] for d in inside} == {1, 2, 4, 8}
     moe = inside
     assert all(d["pcp_size"] == 1 for d in moe)  # decode never gets PCP
@@ -73,9 +74,9 @@ def test_precision_pairs():
     (precision_support, proposal(gpu=A100, weight_precision="fp8"), proposal(gpu=get_gpu("MI300X"),
                                                                           weight_precision="fp4")),
     (precision_support, proposal(weight_precision="fp4"), proposal(gpu=get_gpu("MI300X"), weight_precision="int4")),
-    # A dense stage spreads over at most two whole domains, without PP (space.stage_span_problem).
+    # A dense stage spreads over at most two whole domains (space.stage_span_problem), PP or not.
     (scaleup_domain, proposal(tp_size=8, pcp_size=2), proposal(tp_size=8, pcp_size=4)),
-    (scaleup_domain, proposal(tp_size=16), proposal(tp_size=16, pp_size=2)),
+    (scaleup_domain, proposal(tp_size=16, pp_size=2), proposal(tp_size=32)),
     (divisibility, proposal(tp_size=16), proposal(tp_size=128)),  # 64 attention heads: tp 128 does not divide them
     (memory_fit, proposal(tp_size=1, weight_precision="fp8"),
      proposal(tp_size=1, weight_precision="bf16", gpu=get_gpu("L4"))),

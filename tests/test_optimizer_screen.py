@@ -140,3 +140,27 @@ def test_screens_with_an_unpriced_gpu_and_a_profile_object():
     screened, _ = screened_proposals(_Screen(ctx, engine_ref_of("vllm"), tuple(roles), "auto", PreCuts()), gpus, merged)
     _assert_same(screened, merged, kept, tally)
     assert tally.smallest_over_budget.gpu == gpus[0].name and tally.smallest_over_budget.cost_usd_per_hour == 0.0
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm==0.13.0", "sglang"])
+def test_screens_and_the_oracle_agree_on_dp_x_pp_over_domains(engine):
+    """MoE attention DP x PP over several HGX domains: vLLM's ``dp_pp_placement`` drops some in
+    the screens as in the per-proposal pass, and names the rule in the tally; SGLang keeps them."""
+    gpus = [get_gpu("H100")]
+    ctx = filter_context(get_model("qwen3-30b-a3b"), preset_workload("chat"), SLO_CHAT, engine.split("==")[0],
+                         gpu_limits={"H100-SXM": 32}, max_usd_per_hour=None)
+    roles = roles_for_mode("auto")
+    kept, tally, proposed = _one_pass(ctx, gpus, roles, engine)
+    merged = _Tally()
+    screened, count = screened_proposals(_Screen(ctx, engine_ref_of(engine), tuple(roles), "auto", PreCuts()),
+                                         gpus, merged)
+    assert count == proposed
+    _assert_same(screened, merged, kept, tally)
+    rule = RULE_PREFIX + "dp_pp_placement"
+    spread_pp = [p for p in kept if p.layout.gpus_per_stage > 8 and p.layout.pp_size > 1 and p.layout.dp_size > 1]
+    if engine.startswith("vllm"):
+        assert tally.counts[rule] > 0 and "parallel_state.py" in tally.examples[rule]
+        # What vLLM keeps of DP x PP over domains has TP x PCP of whole domains per DP rank.
+        assert all(p.layout.tp_size * p.layout.pcp_size % 8 == 0 for p in spread_pp)
+    else:
+        assert rule not in tally.counts and spread_pp

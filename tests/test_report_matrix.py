@@ -48,6 +48,8 @@ PLANS = {
     "moe-dep32-across-nodes": ("deepseek-v3", "disaggregated", [
         _pool("prefill", "H200-SXM", 1, tp=1, dp=16, ep=16),
         _pool("decode", "H200-SXM", 1, tp=2, dp=16, ep=32, batch=1024)]),
+    "dense-tp16-pp2-four-nodes": ("llama-3.1-405b", "colocated", [
+        _pool("colocated", instances=1, tp=16, pp=2, precision="bf16", kv="bf16")]),
     "dense-tp4-pcie": ("llama-3.1-70b", "colocated", [
         _pool("colocated", "L40S", instances=2, tp=4, kv="bf16")]),
 }
@@ -136,6 +138,28 @@ def test_dp_times_pp_over_ray_spans_whole_nodes():
     (script,) = [t for p, t in files.items() if p.startswith("launch/")]
     assert "export VLLM_RAY_DP_PACK_STRATEGY=span" in script
     assert script.count("ray start --address=") == 3 and "--data-parallel-backend ray" in script.replace(" \\\n", "")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_dep_times_pp_over_nodes_runs_on_sglang_and_is_refused_by_vllm(release):
+    """DEP16 x PP2 (one GPU per DP rank) over four HGX nodes: SGLang puts each pipeline stage on
+    two whole nodes (--pp-size 2 --nnodes 4); vLLM keeps each DP rank's two stages on one node, so
+    emit refuses it with the rule and its source."""
+    base = fixture_plan("disaggregated")
+    pools = [_pool("colocated", "H200-SXM", 1, tp=1, dp=16, ep=16, pp=2, batch=512)]
+    plan = base.model_validate({**base.model_dump(), "model": "deepseek-v3", "mode": "colocated", "pools": pools,
+                                "placement": []})
+    ref = parse_engine(release)
+    if ref.engine == "vllm":
+        with pytest.raises(Exception, match=r"dp_pp_placement: .*vllm/distributed/parallel_state\.py:\d+"):
+            render(plan, engine=release, plots=False)
+        return
+    files = render(plan, engine=release, plots=False)
+    assert check_emitted_files(files, ref.engine, ref.version) >= 4
+    (script,) = [t for p, t in files.items() if p.startswith("launch/")]  # one script, a branch per node rank
+    for flag in ("--tp-size 16", "--pp-size 2", "--nnodes 4"):
+        assert script.count(flag) == 4, flag
+    assert [f"--node-rank {r}" in script for r in range(4)] == [True] * 4
 
 
 def test_an_instance_spanning_nvl72_trays_stays_in_one_nvlink_domain():

@@ -64,6 +64,8 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("dcp_unsupported", "dcp_gqa_max", lambda v: "GQA: TP > KV heads and DCP <= TP // KV heads")
         add("dcp_unsupported", "dcp_kv_connector", lambda v: "DCP with the NIXL connector: MLA only, DCP = TP")
         add("expert_parallel", "ep_size", lambda v: f"EP group = {v}")
+        add("dp_pp_placement", "dp_rank_gpus", lambda v: "a DP rank's TP x PP (x PCP) GPUs sit together on its "
+            "node(s): a MoE instance with DP and PP over several local domains needs TP x PCP of whole domains")
         add("precision_unsupported", "fp8_compute_min_capability",
             lambda v: f"FP8 compute needs compute capability >= {v / 10:.1f}")
         add("precision_unsupported", "fp4_weight_only_min_capability",
@@ -74,6 +76,9 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("pcp_unsupported", "world_size", lambda v: f"world = {v}: attention CP splits the TP group; "
             "PCP over extra GPUs is not available")
         add("dcp_unsupported", "dcp_divides_tp", lambda v: f"DCP: {v}")
+        add("multi_node_launch", "node_rank_layout", lambda v: "across --nnodes each pipeline stage takes nnodes / pp "
+            "whole nodes: DP x PP over nodes runs as planned (no placement rule)")
+        add("multi_node_launch", "nnodes_divides_world", lambda v: f"--nnodes must split the world: {v}")
         if data.flag("--dcp-size") is None:
             rows.append(RuleSummary(rule="dcp_unsupported", summary="no --dcp-size flag: DCP unavailable"))
     return rows

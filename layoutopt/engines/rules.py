@@ -17,6 +17,16 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
 - ``dcp_unsupported`` (``dcp_attention``, ``dcp_gqa_max``, ``dcp_gqa_q_per_kv``, ``dcp_kv_connector``):
   decode context parallelism by attention kind, KV heads and (vLLM 0.33) with the KV connector.
 - ``expert_parallel`` (``ep_size``): EP only on MoE models; vLLM's EP group is all tp x dp ranks.
+- ``dp_pp_placement`` (``dp_rank_gpus``, vLLM): a MoE instance with DP and PP over several local
+  domains. vLLM orders ranks DP x PP x (PCP x) TP and places each DP rank's GPUs together (the
+  multiprocessing launcher gives local DP rank r the GPUs [r x world_size, ...) of its node, Ray
+  one placement group per DP rank), so every domain holds GPUs of all PP stages and a stage's
+  EP / attention-DP group spans the whole instance instead of the stage's own domains, as the
+  performance model and placement have it. Allowed with the instance inside one domain, or when a
+  DP rank's TP x PCP fills whole domains (each domain then holds one stage). SGLang spreads PP
+  ranks outermost over ``--nnodes`` (``node_rank_layout``: each stage on nnodes / pp whole
+  nodes) and checks only ``(tp x pp) % nnodes`` (``nnodes_divides_world``), which whole-node
+  instances meet: it runs these layouts as planned and has no such rule.
 - ``checkpoint_unavailable`` (``online_quantization_<precision>``, model_catalog/data/checkpoints.yaml):
   the weight precision needs a checkpoint of it (the model's release, a catalog variant, a known
   pre-quantized id, or the user's ``--checkpoint``) or the engine's load-time quantization of the
@@ -52,6 +62,18 @@ DISAGGREGATED: tuple[Role, ...] = ("prefill", "decode")
 QUANTIZATION_METHOD = {"vllm": {"fp8": "fp8", "fp4": "modelopt_fp4", "int4": "compressed-tensors", "mxfp4": "mxfp4"},
                        "sglang": {"fp8": "fp8", "fp4": "modelopt_fp4", "int4": "compressed-tensors", "mxfp4": "mxfp4"}}
 KV_FP8_DTYPE = {"vllm": "fp8", "sglang": "fp8_e4m3"}
+
+
+# GPUs of the local domain the performance model and placement put a stage's units in
+# (perf_model.links.local_domain): the scale-up domain, else one PCIe server. Engine rules sit
+# below the performance model, so they read the GPU row here; tests/test_engines_rules.py checks
+# the two agree on every catalog GPU.
+PCIE_SERVER_GPUS = 8
+
+
+def local_domain_gpus(gpu: GpuSpec) -> int:
+    """GPUs of one local domain of ``gpu``: its scale-up domain, else a PCIe server."""
+    return gpu.scaleup_domain_gpus if gpu.scaleup_gb_per_s > 0 and gpu.scaleup_domain_gpus > 1 else PCIE_SERVER_GPUS
 
 
 class RuleViolation(BaseModel):
@@ -279,6 +301,29 @@ def _vllm_expert_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layou
                   ep_size=layout.ep_size, pcp_size=layout.pcp_size)
 
 
+def _vllm_dp_pp_placement(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    dp, pp = layout.dp_size, layout.pp_size
+    if dp == 1 or pp == 1 or not model.is_moe:
+        return  # without DP ranks sharing MoE layers, where each rank's stages sit costs nothing
+    fact = check.fact("dp_rank_gpus")
+    domain = local_domain_gpus(gpu)
+    rank_stage = layout.tp_size * layout.pcp_size
+    if fact is None or fact.value != "dp_outer_pp_inner" or layout.gpus_per_instance <= domain \
+            or rank_stage % domain == 0:
+        return
+    instance_domains = -(-layout.gpus_per_instance // domain)
+    stage_domains = -(-layout.gpus_per_stage // domain)
+    planned = "the one domain" if stage_domains == 1 else f"the {stage_domains} domains"
+    check.add("dp_pp_placement", f"DP {dp} x PP {pp} over {instance_domains} local domains of {domain} {gpu.name}: "
+              f"vLLM keeps each DP rank's TP x PP x PCP = {rank_stage * pp} GPUs together, so every domain holds GPUs "
+              f"of every pipeline stage and a stage's EP group spans {'both' if instance_domains == 2 else f'all {instance_domains}'} "
+              f"domains, not {planned} "
+              f"the plan places it in; use PP 1, an instance inside one domain, or TP x PCP of whole domains "
+              f"({domain} GPUs) per DP rank",
+              fact.source, dp_size=dp, pp_size=pp, tp_size=layout.tp_size, pcp_size=layout.pcp_size,
+              local_domain_gpus=domain)
+
+
 def _sglang_context_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     if layout.pcp_size > 1:
         fact = check.fact("world_size")
@@ -373,10 +418,11 @@ _PP_KV = _Rule(_pp_kv_connector, ("pp_size", "role"))
 _EP = _Rule(_vllm_expert_parallel, ("ep_size", "tp_size", "dp_size", "pcp_size"))
 _PRECISION = _Rule(_precision, ("weight_precision", "kv_precision"))
 _CHECKPOINT = _Rule(_checkpoint, ("weight_precision",))
+_DP_PP = _Rule(_vllm_dp_pp_placement, ("tp_size", "dp_size", "pcp_size", "pp_size"))
 _SGLANG_CP = _Rule(_sglang_context_parallel, ("pcp_size", "dcp_size", "tp_size", "dp_size"))
 _SGLANG_EP = _Rule(_sglang_expert_parallel, ("ep_size", "dp_size"))
 
 _SINGLE_RULES: dict[str, tuple[_Rule, ...]] = {
-    "vllm": (_PCP, _DCP, _PP_KV, _EP, _PRECISION, _CHECKPOINT),
+    "vllm": (_PCP, _DCP, _PP_KV, _EP, _DP_PP, _PRECISION, _CHECKPOINT),
     "sglang": (_SGLANG_CP, _PP_KV, _SGLANG_EP, _PRECISION, _CHECKPOINT),
 }

@@ -157,7 +157,7 @@ def precision_support_drops(ctx: FilterContext, c: ProposalColumns, alive: np.nd
 
 def scaleup_domain_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
     return ~stage_spans_allowed(ctx.model, c.gpu, c.degree("tp_size"), c.degree("dp_size"), c.degree("pcp_size"),
-                                c.degree("ep_size"), c.degree("pp_size"))
+                                c.degree("ep_size"))
 
 
 def cluster_free_domain_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:

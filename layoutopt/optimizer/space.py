@@ -7,6 +7,9 @@ only exact dominance (``filters.drop_dominated``) removes one that could be in a
   local domain (the scale-up domain, or a PCIe server for PCIe cards: ``links.local_domain``) or
   spreads over whole ones (``stage_span_problem``: attention DP x EP across nodes for MoE models,
   TP over two domains for dense ones), and the performance model costs its groups over the NICs;
+  PP may follow such a stage: where an engine does not place an instance's stages as the plan
+  does (vLLM keeps a DP rank's PP stages together), that is its rule (``engines.rules``
+  ``dp_pp_placement``), screened with the engine's other rules;
 - attention DP and expert parallelism only for MoE models (a dense model has neither); with EP
   the experts are spread over all ``tp x dp`` ranks of a stage (vLLM's --enable-expert-parallel);
 - DCP only on decoding roles and only while ``tp > num_kv_heads`` (it shards the KV cache that
@@ -43,10 +46,6 @@ MAX_PP_SIZE = 8
 MAX_SPANNING_STAGE_GPUS = 128
 # Dense models spread TP over at most this many domains (TP16 over two HGX nodes, as issue 12 asks).
 MAX_TP_SPAN_DOMAINS = 2
-# A spread stage has no pipeline stages after it (pp 1): vLLM gives local DP rank r the GPUs
-# [r x tp x pp, (r + 1) x tp x pp) of its node (vllm 0.33.0 v1/engine/utils.py:439-473), so a DP
-# rank's PP stages share one node and the stage-0 ranks of a DP x PP instance do not form the
-# spread group the performance model costs.
 # vLLM's default KV-cache dtype follows the model dtype (bf16 caches for bf16 and fp8 weights).
 
 
@@ -92,14 +91,14 @@ def precision_pairs(gpu: GpuSpec, precision: str, model: ModelSpec | None = None
     return [(w, kv) for w in weights for kv in kvs]
 
 
-def stage_spans_allowed(model: ModelSpec, gpu: GpuSpec, tp, dp, pcp, ep, pp) -> np.ndarray:
+def stage_spans_allowed(model: ModelSpec, gpu: GpuSpec, tp, dp, pcp, ep) -> np.ndarray:
     """Whether a stage of these degrees (ints or arrays) is one the search proposes: inside one
     local domain, or over whole domains as ``stage_span_problem`` describes."""
-    tp, dp, pcp, ep, pp = (np.asarray(x, dtype=np.int64) for x in (tp, dp, pcp, ep, pp))
+    tp, dp, pcp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, dp, pcp, ep))
     domain = local_domain_gpus(gpu)
     stage = tp * dp * pcp
     inside = stage <= domain
-    whole = (stage % domain == 0) & (pp == 1)
+    whole = stage % domain == 0
     if model.is_moe:
         spread = whole & (tp * pcp <= domain) & (ep == tp * dp) & (stage <= MAX_SPANNING_STAGE_GPUS)
     else:
@@ -114,17 +113,16 @@ def stage_span_problem(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> str | 
     spreads evenly over whole domains (the stage a multiple of the domain, as ``links.SpanningGroup``
     costs it): for MoE models as attention DP x EP (each DP rank's tp x pcp inside one domain, EP
     over all tp x dp ranks) up to ``MAX_SPANNING_STAGE_GPUS`` GPUs; for dense models as TP (with
-    PCP) over at most ``MAX_TP_SPAN_DOMAINS`` domains; in either case without PP (pp 1)."""
-    if bool(stage_spans_allowed(model, gpu, layout.tp_size, layout.dp_size, layout.pcp_size, layout.ep_size,
-                                layout.pp_size)):
+    PCP) over at most ``MAX_TP_SPAN_DOMAINS`` domains; at any PP depth. These are the stages the
+    performance model and placement cost; what an engine cannot start or places otherwise is an
+    engine rule (``engines.check_layout``), not this."""
+    if bool(stage_spans_allowed(model, gpu, layout.tp_size, layout.dp_size, layout.pcp_size, layout.ep_size)):
         return None
     domain = local_domain_gpus(gpu)
     stage = layout.gpus_per_stage
     head = f"{layout.short_name()}: {stage} GPUs per stage exceed the {domain}-GPU local domain of {gpu.name}"
     if stage % domain:
         return f"{head} and are no whole number of domains"
-    if layout.pp_size > 1:
-        return f"{head}; a stage spread over domains runs without PP (engines keep a DP rank's PP stages in one node)"
     if model.is_moe:
         return (f"{head}; a MoE stage spreads over domains only as attention DP x EP (tp x pcp <= {domain}, "
                 f"ep = tp x dp) of at most {MAX_SPANNING_STAGE_GPUS} GPUs")
@@ -149,11 +147,10 @@ def degree_combinations(model: ModelSpec, gpu: GpuSpec, role: Role) -> Iterator[
                     continue
                 eps = [1] + ([tp * dp] if model.is_moe and tp * dp > 1 else [])
                 for ep in eps:
-                    spread = tp * dp * pcp > domain
-                    if spread and not stage_spans_allowed(model, gpu, tp, dp, pcp, ep, 1):
+                    if tp * dp * pcp > domain and not stage_spans_allowed(model, gpu, tp, dp, pcp, ep):
                         continue
                     for dcp in dcps:
-                        for pp in [1] if spread else powers_of_two(MAX_PP_SIZE):
+                        for pp in powers_of_two(MAX_PP_SIZE):
                             yield dict(tp_size=tp, pp_size=pp, ep_size=ep, dp_size=dp, dcp_size=dcp, pcp_size=pcp)
 
 

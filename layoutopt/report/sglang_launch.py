@@ -18,6 +18,18 @@ Facts read from the SGLang wheels (paths inside the 0.5.23 wheel unless noted):
   (srt/utils/network.py:417) before any interface probing.
 - Decode context parallel is ``--dcp-size`` in 0.5.23 (fields/parallel.py:52); 0.5.3 has none.
 - Multi-node: ``--dist-init-addr``, ``--nnodes``, ``--node-rank`` (fields/parallel.py:32-44).
+  PP ranks are outermost over the nodes: with nnodes_per_pp_rank = nnodes // pp_size each stage
+  takes nnodes / pp whole nodes, or each node pp / nnodes whole stages (entrypoints/engine.py:2045-2077;
+  0.5.3 engine.py:782-793, data_parallel_controller.py:267-277), and a node's GPU for (pp_rank,
+  tp_rank) is base_gpu_id + (pp_rank % pp_per_node) x tp_per_node + (tp_rank % tp_per_node) x
+  gpu_id_step (engine.py:935-939, data_parallel_controller.py:747-751; 0.5.3 engine.py:797-801),
+  so a stage's attention-DP and EP ranks share only that stage's nodes, as the plan places them:
+  DEP and TP16 stages over whole nodes run with PP after them too, with the default
+  ``--base-gpu-id 0 --gpu-id-step 1`` on every node. ``(tp_size x pp_size) % nnodes`` must be 0
+  (arg_groups/validation_hook.py:179; 0.5.3 server_args.py:2904-2906), which whole-node instances
+  meet. 0.5.23 refuses ``--dp-size`` replicas with ``--nnodes`` > 1 (validation_hook.py:199-202)
+  and takes attention DP as ``--attn-dp-size``; 0.5.3 allows ``--dp-size`` across nodes only with
+  ``--enable-dp-attention`` (server_args.py:2915-2917).
 - ``--moe-a2a-backend`` defaults to ``none`` (fields/exec_.py:836-869; 0.5.3 server_args.py:315):
   no all-to-all of the routed tokens, which the performance model costs for an EP group across
   nodes, so such a group gets a note naming ``deepep``.

@@ -16,6 +16,13 @@ Facts read from the vLLM wheels (paths inside the 0.33.0 wheel unless noted):
   (``ray start --num-gpus`` after ``CUDA_VISIBLE_DEVICES``), which keeps every rank on the GPUs
   the plan assigned: the multiprocessing path maps local DP rank r to GPU indices
   [r x world_size, ...) (v1/engine/utils.py:466-473), past a node's last GPU once a rank spans nodes.
+  With span vLLM sets ``--data-parallel-size-local`` to 1 itself (engine/arg_utils.py:2527-2532;
+  the span placement asserts it and whole nodes per rank, v1/engine/utils.py:743-757).
+- Ranks are ordered ExternalDP x DP x PP x PCP x TP (distributed/parallel_state.py:2149; 0.13.0
+  :1314) and a PP stage's EP group is that stage's ranks of every DP rank (:2328-2336), while both
+  launchers keep a DP rank's GPUs together: DP x PP of a MoE model over several nodes puts every
+  PP stage on every node unless a DP rank's TP x PCP fills whole nodes, so layoutopt refuses it
+  (``engines.rules`` ``dp_pp_placement``) rather than emit a layout that runs other than planned.
 - Expert dispatch and combine default to ``--all2all-backend allgather_reducescatter``
   (config/parallel.py:220; 0.13.0 through VLLM_ALL2ALL_BACKEND, envs.py:1274-1276), every token
   to every EP rank; the performance model costs an
