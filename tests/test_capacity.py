@@ -58,6 +58,26 @@ def test_unloaded_ttft_over_the_slo_is_infeasible_with_the_numbers():
     assert perf.reason.startswith("unloaded TTFT p90") and "> SLO 50 ms" in perf.reason
 
 
+@pytest.mark.parametrize("role", ["prefill", "colocated"])
+def test_unloaded_ttft_includes_the_request_overhead(role):
+    """A prompt alone pays the API server and tokenizer too: the unloaded TTFT is the SLO-percentile
+    prompt's prefill (and KV transfer) plus the engine's request overhead, which every loaded TTFT
+    also carries, so it never exceeds the TTFT at capacity."""
+    from layoutopt.perf_model.calibration import resolve_engine
+    from layoutopt.perf_model.costs import phase_costs
+
+    layout = Layout(tp_size=4, **FP8)
+    link = inter_node_link(GPU) if role == "prefill" else None
+    costs = phase_costs(MODEL, GPU, layout, role, CHAT, "vllm", link)
+    overhead_ms = resolve_engine("vllm", GPU).request_overhead_ms
+    assert overhead_ms > 0
+    perf = _capacity(role)
+    bins = [float((costs.prefill_s[i] + costs.kv_transfer_s[i]) * 1e3) + overhead_ms
+            for i in range(len(costs.prefill_s))]
+    assert any(value == pytest.approx(perf.unloaded_ttft_ms, rel=1e-9) for value in bins)
+    assert perf.unloaded_ttft_ms <= perf.ttft_ms.p90 * (1 + 1e-9)
+
+
 def test_layout_that_does_not_fit_is_infeasible_not_an_exception():
     perf = instance_capacity(MODEL, GPU, Layout(tp_size=1), "decode", CHAT, SLO_90)
     assert not perf.feasible and "misses by" in perf.reason

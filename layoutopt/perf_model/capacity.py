@@ -182,10 +182,13 @@ def _best_row(costs: PhaseCosts, role: Role, quantiles, ttft, tpot,
 
 
 def _unloaded(costs: PhaseCosts, role: Role, q_ttft: float) -> tuple[float, float]:
-    """(TTFT s of a prompt at the SLO's TTFT percentile, alone; TPOT s of one sequence alone)."""
+    """(TTFT s of a prompt at the SLO's TTFT percentile, alone; TPOT s of one sequence alone).
+
+    A prompt alone still pays the request overhead (API server, tokenization; 0 for the decode
+    role), as every TTFT the load models give does."""
     cum = np.cumsum(costs.input_weights)
     idx = min(int(np.searchsorted(cum, q_ttft - 1e-12)), len(cum) - 1)
-    ttft = float(costs.prefill_s[idx] + costs.kv_transfer_s[idx])
+    ttft = float(costs.prefill_s[idx] + costs.kv_transfer_s[idx] + costs.request_overhead_s)
     tpot = float(costs.decode_at(1.0))
     if role == "decode":
         ttft = tpot
