@@ -128,12 +128,27 @@ def _is_moe(model_id: str) -> bool:
     return get_model(model_id).is_moe
 
 
+def _ep_kind(layout) -> str:
+    """How a layout splits its experts: 'no EP', 'EP in TP' (no attention DP), 'DEP' (attention DP + EP)."""
+    if layout is None or layout.ep_size <= 1:
+        return "no EP"
+    return "DEP" if layout.dp_size > 1 else "EP in TP"
+
+
+def _expert_parallel(case) -> str:
+    """The EP kind of an aggregated row, or 'prefill kind + decode kind' of a disaggregated one."""
+    if case.layout is not None:
+        return f"{case.engine}/{_ep_kind(case.layout)}"
+    return f"{case.engine}/P {_ep_kind(case.prefill_layout)} + D {_ep_kind(case.decode_layout)}"
+
+
 BREAKDOWNS = {
     "mode": lambda c: c.mode,
     "kind": lambda c: "moe" if _is_moe(c.model_id) else "dense",
     "precision": lambda c: (c.layout or c.decode_layout).weight_precision,
     "concurrency": lambda c: _concurrency_bin(c.concurrency),
     "engine x mode x kind": lambda c: f"{c.engine}/{c.mode}/{'moe' if _is_moe(c.model_id) else 'dense'}",
+    "engine x expert parallel": _expert_parallel,
 }
 
 

@@ -25,6 +25,7 @@ from layoutopt.workloads.presets import preset_workload
 from layoutopt.workloads.slo import SLO
 from test_placement_fixtures import plan, pool
 from test_report_matrix import check_emitted_files
+from test_report_helpers import engine_commands
 
 SLO_CHAT = SLO(ttft_ms={"p90": 1000}, tpot_ms={"p90": 30})
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -68,6 +69,55 @@ def test_a_spread_stage_packs_one_whole_domain_per_unit():
 
 
 def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
+    # Each engine plans with its own profile and rules (SGLang's static memory fraction leaves a TP32
+    # server no KV cache on H100, so a vLLM plan is not an SGLang plan).
+    cluster = cluster_from_budget(parse_budget("64xH100"))
+    for release in ("vllm==0.33.0", "sglang==0.5.23"):
+        solved = solve("deepseek-v3", "64xH100", EXAMPLES / "slo.yaml", engine=release)
+        assert solved.status == "optimal"
+        spread = [p for p in solved.pools if p.layout.gpus_per_stage > 8]
+        assert spread, [p.layout.short_name() for p in solved.pools]   # the model finds DEP across nodes pays
+        assert validate_placement(solved, cluster) == []
+        pools = {id(p): i for i, p in enumerate(solved.pools)}
+        for pool_ in spread:
+            index = pools[id(pool_)]
+            for placed in [p for p in solved.placement if p.pool_index == index]:
+                assert len(placed.nodes) == pool_.layout.gpus_per_stage // 8
+                assert all(len(placed.gpus_by_node[n]) == 8 for n in placed.nodes)
+        files = render(solved, engine=release, plots=False)
+        assert check_emitted_files(files, *release.split("==")) >= len(solved.pools)
+        text = "\n".join(t for p, t in files.items() if p.startswith("launch/"))
+        # The command keeps the engine's default EP exchange, which is what the model costs; the note
+        # says so and names DeepEP as the faster option it does not count on.
+        if release.startswith("vllm"):
+            assert "--data-parallel-size-local" in text and "--headless" in text
+            assert "# NOTE: expert parallelism over" in text and "cost exactly that" in text
+            assert "--all2all-backend deepep_" in text
+            assert not any("--all2all-backend" in command for command in engine_commands(text))
+        else:
+            assert "--nnodes" in text and "--attn-dp-size" in text
+            assert "cost exactly that" in text and "--moe-a2a-backend deepep" in text
+            assert not any("--moe-a2a-backend" in command for command in engine_commands(text))
+
+
+def test_llama_70b_on_8_l40s_gets_tp_inside_the_pcie_server():
+    names = {name for _, name in _survivors("llama-3.1-70b", "L40S", 8)}
+    assert {"tp4-fp8-kvbf16", "tp8-fp8-kvbf16", "tp4-pp2-fp8-kvbf16"} <= names
+    assert not any(n.startswith("tp16") for n in names)  # 16 GPUs: over the budget
+
+
+def test_a_spread_stage_packs_one_whole_domain_per_unit():
+    h100 = get_gpu("H100")
+    shape = candidate_shape(Proposal(role="decode", gpu=h100, layout=Layout(tp_size=2, dp_size=16, ep_size=32)),
+                            get_model("deepseek-v3"), preset_workload("chat"), 0.7, None, 1.0)
+    assert shape.domain_group_gpus == 8
+    l40s = get_gpu("L40S")
+    shape = candidate_shape(Proposal(role="colocated", gpu=l40s, layout=Layout(tp_size=4, pp_size=2)),
+                            get_model("llama-3.1-70b"), preset_workload("chat"), 0.7, None, 1.0)
+    assert shape.domain_group_gpus == 8                  # the PP link is PCIe: one server
+
+
+def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
     solved = solve("deepseek-v3", "64xH100", EXAMPLES / "slo.yaml")
     assert solved.status == "optimal"
     spread = [p for p in solved.pools if p.layout.gpus_per_stage > 8]
@@ -84,13 +134,17 @@ def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
         files = render(solved, engine=release, plots=False)
         assert check_emitted_files(files, *release.split("==")) >= len(solved.pools)
         text = "\n".join(t for p, t in files.items() if p.startswith("launch/"))
-        # The all-to-all the model costs for EP across nodes is named, not forced (DeepEP may be missing).
+        # The command keeps the engine's default EP exchange, which is what the model costs; the note
+        # says so and names DeepEP as the faster option it does not count on.
         if release.startswith("vllm"):
             assert "--data-parallel-size-local" in text and "--headless" in text
-            assert "# NOTE: expert parallelism over" in text and "add --all2all-backend deepep_" in text
+            assert "# NOTE: expert parallelism over" in text and "cost exactly that" in text
+            assert "--all2all-backend deepep_" in text
+            assert not any("--all2all-backend" in command for command in engine_commands(text))
         else:
             assert "--nnodes" in text and "--attn-dp-size" in text
-            assert "add --moe-a2a-backend deepep" in text
+            assert "cost exactly that" in text and "--moe-a2a-backend deepep" in text
+            assert not any("--moe-a2a-backend" in command for command in engine_commands(text))
 
 
 def test_llama_70b_on_8_l40s_solves_with_tp_and_places_on_one_server():

@@ -50,7 +50,18 @@ class EngineProfile(BaseModel):
                                          "tokens): such a step lasts at least layers x this, however little GPU "
                                          "work it holds (0: the engine graphs or compiles those steps too)")
     allreduce_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")
-    alltoall_latency_us: float = Field(ge=0, description="fixed cost of one EP dispatch or combine")
+    alltoall_latency_us: float = Field(ge=0, description="fixed cost of one EP dispatch or combine, whichever "
+                                       "collective runs it (ep_exchange)")
+    ep_exchange: Literal["allgather_reducescatter", "dp_gather", "alltoall"] = Field(
+        default="allgather_reducescatter", description="how the engine's default launch moves tokens to and from "
+        "the experts when attention DP feeds expert parallelism (compute.moe_exchange_time_s): "
+        "'allgather_reducescatter' every MoE rank all-gathers all DP ranks' tokens and reduce-scatters the expert "
+        "outputs back (vLLM's default --all2all-backend, TensorRT-LLM without MNNVL or DeepEP); 'dp_gather' the "
+        "same, with SGLang's all-reduce of the summed buffer on steps carrying prompt tokens; 'alltoall' a "
+        "DeepEP-style all-to-all of the routed tokens only (engines' DeepEP backends, opt-in)")
+    ep_dispatch_quantized: bool = Field(default=False, description="the dispatch moves hidden states at the "
+                                        "experts' activation precision (FP8/FP4 models quantize before the "
+                                        "gather), not in BF16; the combine is BF16 either way")
     moe_imbalance: float = Field(ge=1, description="hot-expert max/mean load per expert-parallel rank at large "
                                  "batches (finite-batch sampling noise is added on top)")
     moe_kernel_overhead_us: float = Field(default=8.0, ge=0, description="per MoE layer per step [estimate until fitted]: router, "
@@ -142,6 +153,10 @@ def list_profiles() -> list[EngineProfile]:
 
 # Activations, all-reduce payloads and EP dispatch/combine travel in BF16 (2 bytes per value).
 ACTIVATION_BYTES_PER_VALUE = 2.0
+# Routing metadata every dispatched token carries with it: per chosen expert an int32 id and an FP32
+# weight (vLLM's dispatch gathers topk_ids and topk_weights with the hidden states:
+# vllm 0.33.0 distributed/device_communicators/all2all.py:116-140).
+DISPATCH_ROUTING_BYTES_PER_CHOICE = 8.0
 # Sampler logits are FP32 [estimate: vLLM/SGLang upcast logits before sampling].
 LOGIT_BYTES_PER_VALUE = 4.0
 # Sequences per step the sampler buffer is sized for: vLLM's default max_num_seqs (256) [estimate].

@@ -20,7 +20,8 @@ is costed as NCCL runs it (hierarchically):
   so the bandwidth term is the slower of the local and the network stage, not their sum: this
   reproduces "ring busbw across nodes = the node's NIC bandwidth" [NCCL160], [NCCL252] and the
   ~350 GB/s busbw of 512 MB over 248 x 8 H200 [NCCL283] (a sum would give ~200);
-- all-gather: the same without the reduce-scatter, ``(N-1)/N x S/d`` over each NIC;
+- all-gather: the same without the reduce-scatter, ``(N-1)/N x S/d`` over each NIC; a reduce-scatter
+  (the all-gather backwards) costs the same;
 - all-to-all: of each GPU's ``S`` the ``(d-1)/n`` share for its own domain goes over the local
   fabric, the ``(n-d)/n`` share for other domains over its NIC, both at once;
 - the local stages are reduce-scatters and all-gathers, which do not get NVLS's in-switch
@@ -210,6 +211,17 @@ def allgather_time_s(total_bytes, num_gpus: int, link: GroupLink, latency_us: fl
         return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, total_bytes, d)
     fixed_s, share, rate = _flat_terms(link, n, latency_us, "allgather")
     return fixed_s + share * total_bytes / (rate * bandwidth_saturation_fraction(total_bytes) * 1e9)
+
+
+def reducescatter_time_s(total_bytes, num_gpus: int, link: GroupLink, latency_us: float):
+    """Reduce-scatter of a ``total_bytes`` input per GPU into ``num_gpus`` summed shards.
+
+    NCCL's ring reduce-scatter is the all-gather run backwards: each GPU sends and receives
+    (n-1)/n x S, adding every chunk as it arrives; across domains it reduces over the NICs first and
+    inside each domain after, the hierarchical all-gather's stages in reverse order. So it costs
+    what ``allgather_time_s`` costs for the same total.
+    """
+    return allgather_time_s(total_bytes, num_gpus, link, latency_us)
 
 
 def alltoall_time_s(bytes_per_gpu, num_gpus: int, link: GroupLink, latency_us: float):

@@ -24,6 +24,7 @@ from layoutopt.perf_model import collectives as coll
 from layoutopt.perf_model.calibration import (
     ACTIVATION_BYTES_PER_VALUE,
     ACTIVATION_IO_HIDDEN_VECTORS_PER_LAYER,
+    DISPATCH_ROUTING_BYTES_PER_CHOICE,
     LINEAR_ATTENTION_PREFILL_FLOPS_MULTIPLE,
     EngineLike,
     EngineProfile,
@@ -112,6 +113,7 @@ class ForwardCoefficients:
     tp_link: GroupLink                 # TP all-reduces (tp contiguous GPUs)
     moe_tp_link: GroupLink             # expert-TP all-reduce (moe_tp contiguous GPUs)
     ep_link: GroupLink                 # EP dispatch/combine (ep GPUs, moe_tp apart)
+    moe_link: GroupLink                # every MoE rank (tp x dp contiguous GPUs): the DP-gather exchange
     cp_gather_link: GroupLink          # DCP/PCP all-gather (dcp x pcp GPUs over tp x pcp)
     cp_link: GroupLink                 # PCP ring exchanges (pcp GPUs, tp apart)
     pp_link: Link                      # between pipeline stages (NVLink when the instance fits a domain)
@@ -129,6 +131,7 @@ class ForwardCoefficients:
     num_moe_layers: int
     expert_slice_bytes: float          # one expert's slice on one rank, one layer
     expert_slice_flops_per_token: float
+    ep_dispatch_bytes_per_token: float  # a dispatched token: hidden vector (BF16 or quantized) + routing
     # Attention core.
     attention_flops_per_s: float       # BF16 peak x attention efficiency
     hbm_bytes_per_s: float             # peak x memory efficiency
@@ -229,6 +232,7 @@ def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
         tp_link=link or collective_group_link(gpu, tp),
         moe_tp_link=link or collective_group_link(gpu, moe_tp),
         ep_link=link or collective_group_link(gpu, ep, moe_tp),
+        moe_link=link or collective_group_link(gpu, tp * dp),
         cp_gather_link=link or collective_group_link(gpu, layout.dcp_size * layout.pcp_size,
                                                      tp // layout.dcp_size),
         cp_link=link or collective_group_link(gpu, layout.pcp_size, tp),
@@ -246,6 +250,11 @@ def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
         num_moe_layers=moe_layers,
         expert_slice_bytes=model.expert_params * expert_bytes_per_value(model, layout.weight_precision) / moe_tp,
         expert_slice_flops_per_token=2.0 * model.expert_params / moe_tp,
+        # vLLM and TensorRT-LLM route before the dispatch and send the top-k choices along; SGLang gathers
+        # the hidden states and routes the gathered rows.
+        ep_dispatch_bytes_per_token=h * (BYTES_PER_VALUE[compute] if p.ep_dispatch_quantized
+                                         else ACTIVATION_BYTES_PER_VALUE)
+        + (0.0 if p.ep_exchange == "dp_gather" else model.num_experts_per_token * DISPATCH_ROUTING_BYTES_PER_CHOICE),
         attention_flops_per_s=gpu.bf16_tflops * 1e12 * min(p.attention_efficiency * scales.attention, MAX_EFFICIENCY),
         hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * min(p.memory_efficiency * scales.hbm, MAX_EFFICIENCY),
         attn_flops_per_ctx_token_full=attn_per_ctx_layer * model.num_full_attention_layers,
@@ -302,6 +311,49 @@ def _gemm_time_s(c: ForwardCoefficients, work_s, rows):
     return work_s * (rows + c.gemm_half_rows) / _max(rows, 1e-9)
 
 
+def moe_exchange_time_s(c: ForwardCoefficients, moe_tokens, prefill_tokens=0.0):
+    """Seconds one MoE layer spends moving tokens to its experts and their outputs back.
+
+    ``moe_tokens`` is every attention-DP rank's tokens together (floats or numpy arrays);
+    ``prefill_tokens`` > 0 marks a step carrying prompt tokens. What moves is what the engine's
+    default launch runs (``EngineProfile.ep_exchange``, sources in data/engine_profiles.yaml):
+
+    - no attention DP (or no EP): the tokens are already on every TP rank; each rank runs its experts
+      (or expert slices) on all of them and the outputs are all-reduced over the tp x dp MoE ranks;
+    - ``allgather_reducescatter`` (vLLM, TensorRT-LLM): every MoE rank all-gathers all DP ranks'
+      dispatched tokens and reduce-scatters the BF16 outputs back: ~dp x tokens per GPU each way, so
+      it grows with dp and exceeds the all-to-all of routed copies once ep > top-k;
+    - ``dp_gather`` (SGLang, --moe-a2a-backend none): the same on decode steps; a step carrying
+      prompt tokens gathers by an all-reduce of the summed buffer and, with attention TP > 1, returns
+      by one too;
+    - ``alltoall`` (DeepEP-style, opt-in): dispatch and combine send each rank's routed copies only
+      (T/tp tokens x top-k), plus the expert-TP all-reduce.
+    """
+    p = c.profile
+    ep_ranks = c.tp * c.dp
+    h_bytes = c.allreduce_bytes_per_token
+    if c.ep == 1 or c.dp == 1:
+        return coll.allreduce_time_s(moe_tokens * h_bytes, ep_ranks, c.moe_link, p.allreduce_latency_us)
+    if p.ep_exchange == "alltoall":
+        per_rank_tokens = moe_tokens / ep_ranks
+        expert_tp_s = coll.allreduce_time_s(moe_tokens * (h_bytes / c.ep), c.moe_tp, c.moe_tp_link,
+                                            p.allreduce_latency_us)
+        return expert_tp_s + 2.0 * coll.alltoall_time_s(
+            per_rank_tokens * (c.experts_per_token * h_bytes), c.ep, c.ep_link, p.alltoall_latency_us)
+    # Every dispatch and combine pays the profile's fixed EP-exchange cost, whichever collective runs it.
+    latency_us = p.alltoall_latency_us
+    gather_s = coll.allgather_time_s(moe_tokens * c.ep_dispatch_bytes_per_token, ep_ranks, c.moe_link, latency_us)
+    scatter_s = coll.reducescatter_time_s(moe_tokens * h_bytes, ep_ranks, c.moe_link, latency_us)
+    decode_s = gather_s + scatter_s
+    if p.ep_exchange != "dp_gather" or not (isinstance(prefill_tokens, np.ndarray) or prefill_tokens):
+        return decode_s
+    summed_s = coll.allreduce_time_s(moe_tokens * h_bytes, ep_ranks, c.moe_link, latency_us)
+    prompt_s = summed_s + (scatter_s if c.tp == 1 else summed_s)
+    if isinstance(prefill_tokens, np.ndarray):
+        return np.where(prefill_tokens > 0, prompt_s, decode_s)
+    return prompt_s
+
+
 def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_seqs=0.0, decode_ctx=0.0,
                        prefill_tokens=0.0, prefill_pairs=0.0, prefill_cached_tokens=0.0, prefill_indexer_pairs=0.0,
                        split: bool = True):
@@ -354,13 +406,7 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
         expert_c, expert_m = roofline(expert_flop_s, touched_rank * (c.expert_slice_bytes * c.num_moe_layers / hbm)
                                       + pairs_rank * (permute_bytes / hbm))
         compute_s, memory_s = compute_s + expert_c, memory_s + expert_m
-        moe_comm = coll.allreduce_time_s(moe_tokens * (c.allreduce_bytes_per_token / c.ep), c.moe_tp,
-                                         c.moe_tp_link, p.allreduce_latency_us)
-        if c.ep > 1:
-            per_rank_tokens = moe_tokens / (c.tp * c.dp)
-            moe_comm = moe_comm + 2.0 * coll.alltoall_time_s(
-                per_rank_tokens * (k * c.allreduce_bytes_per_token), c.ep, c.ep_link, p.alltoall_latency_us)
-        comm_s = comm_s + c.num_moe_layers * moe_comm
+        comm_s = comm_s + c.num_moe_layers * moe_exchange_time_s(c, moe_tokens, prefill_tokens)
 
     if isinstance(decode_seqs, np.ndarray) or decode_seqs:
         # Decode attention: read the KV of every sequence (sliding layers capped at the window, sparse

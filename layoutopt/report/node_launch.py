@@ -70,12 +70,68 @@ class NodeLaunch(_Frozen):
     notes: tuple[str, ...] = ()
 
 
-def cross_node_ep_note(pool: Pool, flag: str, default: str) -> str:
-    """The note of an EP group across nodes: the all-to-all the performance model costs, and the flag
-    that runs it (left to the user: the kernels it needs, DeepEP, are not in every image)."""
-    return (f"expert parallelism over {pool.ep_size} ranks spans nodes: the plan's performance counts on an "
-            f"all-to-all of the routed tokens over the NICs (DeepEP-style), but {default}; add {flag} where "
-            "DeepEP is installed, or expect slower MoE layers than planned")
+# The flag and value each engine's launch uses for the EP exchange the performance model costs
+# (EngineProfile.ep_exchange, perf_model/compute.py moe_exchange_time_s), and the engine's own words for
+# it. None: the engine's default, no flag. vLLM: --all2all-backend (config/parallel.py:220-235 in 0.33.0);
+# SGLang: --moe-a2a-backend (arg_groups/fields/exec_.py:836-869 in 0.5.23).
+EP_BACKENDS: dict[str, dict[str, tuple[str, str | None]]] = {
+    "vllm": {"allgather_reducescatter": ("--all2all-backend", None),
+             "alltoall": ("--all2all-backend", "deepep_low_latency")},
+    "sglang": {"dp_gather": ("--moe-a2a-backend", None),
+               "alltoall": ("--moe-a2a-backend", "deepep")},
+}
+# What a user could switch on instead of the default, per engine: the DeepEP backends, which send each
+# token only to the ranks of its routed experts (vLLM config/parallel.py:223-224: high-throughput for
+# prefill, low-latency for decode; SGLang --moe-a2a-backend deepep with --deepep-mode).
+DEEPEP_FLAGS: dict[str, dict[str, str]] = {
+    "vllm": {"prefill": "--all2all-backend deepep_high_throughput", "decode": "--all2all-backend deepep_low_latency"},
+    "sglang": {"prefill": "--moe-a2a-backend deepep", "decode": "--moe-a2a-backend deepep"},
+}
+_DEFAULT_EXCHANGE_WORDS = {
+    "vllm": "vLLM's default --all2all-backend allgather_reducescatter all-gathers every DP rank's tokens to all "
+            "{ranks} MoE ranks and reduce-scatters the expert outputs back",
+    "sglang": "SGLang's default --moe-a2a-backend none gathers every DP rank's tokens to all {ranks} MoE ranks "
+              "(an all-reduce of the summed buffer on prompt steps, an all-gather on decode steps) and "
+              "reduce-scatters the expert outputs back",
+}
+
+
+def ep_exchange(engine: str) -> str:
+    """The EP exchange the performance model costs for ``engine`` (its profile's ``ep_exchange``; every
+    profile of one engine has the same, see tests)."""
+    from layoutopt.perf_model.calibration import get_engine_profile
+
+    return get_engine_profile(engine).ep_exchange
+
+
+def ep_backend_args(engine: str, pool: Pool) -> list[str]:
+    """The flags selecting the EP exchange the model costs, for a layout whose attention-DP ranks feed
+    expert-parallel MoE layers (nothing where the engine's default is the costed one)."""
+    if pool.ep_size <= 1 or pool.dp_size <= 1:
+        return []
+    flag, value = EP_BACKENDS[engine][ep_exchange(engine)]
+    return [] if value is None else [flag, value]
+
+
+def cross_node_ep_note(engine: str, pool: Pool) -> str:
+    """The note of an EP group across nodes: which exchange the plan's numbers cost (the one the command
+    runs) and what could run faster, left to the user because it needs more than the image."""
+    ranks = pool.tp_size * pool.dp_size
+    head = f"expert parallelism over {pool.ep_size} ranks spans nodes: "
+    if pool.dp_size <= 1:
+        return head + (f"without attention DP every one of the {ranks} TP ranks holds all tokens, so the expert "
+                       "outputs are all-reduced over the TP group across the NICs, which is what the plan's numbers "
+                       "cost (no dispatch runs, whatever the all-to-all backend)")
+    exchange = ep_exchange(engine)
+    if exchange == "alltoall":
+        return head + ("the plan's numbers cost a DeepEP-style all-to-all of the routed tokens, selected above; it "
+                       "needs DeepEP with NVSHMEM/IBGDA working on every host")
+    role = "prefill" if pool.role == "prefill" else "decode"
+    return head + (_DEFAULT_EXCHANGE_WORDS[engine].format(ranks=ranks) + ", over the NICs; the plan's numbers "
+                   f"cost exactly that. {DEEPEP_FLAGS[engine][role]} sends each token only to the ranks of its "
+                   "routed experts and may be faster at this size, but it needs DeepEP with NVSHMEM/IBGDA set up "
+                   "on every host (the engines' images build DeepEP; the hosts' RDMA and GPU driver setup is not "
+                   "checked here), so the plan does not count on it")
 
 
 def node_launch(engine: str | EngineRelease, pool: Pool, context: NodeContext | None = None, **changes) -> NodeLaunch:

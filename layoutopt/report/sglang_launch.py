@@ -31,15 +31,19 @@ Facts read from the SGLang wheels (paths inside the 0.5.23 wheel unless noted):
   and takes attention DP as ``--attn-dp-size``; 0.5.3 allows ``--dp-size`` across nodes only with
   ``--enable-dp-attention`` (server_args.py:2915-2917).
 - ``--moe-a2a-backend`` defaults to ``none`` (fields/exec_.py:836-869; 0.5.3 server_args.py:315):
-  no all-to-all of the routed tokens, which the performance model costs for an EP group across
-  nodes, so such a group gets a note naming ``deepep``.
+  with attention DP every rank gathers all DP ranks' tokens (srt/layers/dp_attention.py:661-755)
+  and reduce-scatters the MoE output back, which is what the performance model costs
+  (EngineProfile.ep_exchange ``dp_gather``); an EP group across nodes gets a note naming ``deepep``
+  as the faster option that needs DeepEP and NVSHMEM/IBGDA on the hosts.
 """
 
 from __future__ import annotations
 
 from layoutopt.plan import Pool
 from layoutopt.report.engine_flags import ENGINE_PROGRAMS, EngineFlags
-from layoutopt.report.node_launch import SGLANG_DIST_INIT_PORT, NodeContext, NodeLaunch, cross_node_ep_note
+from layoutopt.report.node_launch import (
+    SGLANG_DIST_INIT_PORT, NodeContext, NodeLaunch, cross_node_ep_note, ep_backend_args,
+)
 
 
 def _parallel_args(pool: Pool, ctx: NodeContext, flags: EngineFlags, notes: list[str]) -> list[str]:
@@ -52,7 +56,7 @@ def _parallel_args(pool: Pool, ctx: NodeContext, flags: EngineFlags, notes: list
         else:
             args += ["--dp-size", str(pool.dp_size), "--enable-dp-attention"]
     if pool.ep_size > 1:
-        args += ["--ep-size", str(pool.ep_size)]
+        args += ["--ep-size", str(pool.ep_size), *ep_backend_args("sglang", pool)]
     version = ctx.release.version
     if pool.dcp_size > 1:
         if "--dcp-size" in flags.flags:
@@ -93,8 +97,7 @@ def sglang_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         if pool.role == "prefill":
             args += ["--disaggregation-bootstrap-port", str(ctx.bootstrap_port)]
     if pool.ep_size > 1 and pool.layout.gpus_per_stage > ctx.gpus_on_node and ctx.node_rank == 0:
-        notes.append(cross_node_ep_note(pool, "--moe-a2a-backend deepep", "SGLang's default backend 'none' "
-                                        "runs no all-to-all of the routed tokens"))
+        notes.append(cross_node_ep_note("sglang", pool))
     if ctx.num_nodes > 1:
         args += ["--dist-init-addr", f"{ctx.head}:{SGLANG_DIST_INIT_PORT + ctx.instance_index}",
                  "--nnodes", str(ctx.num_nodes), "--node-rank", str(ctx.node_rank)]

@@ -24,11 +24,13 @@ Facts read from the vLLM wheels (paths inside the 0.33.0 wheel unless noted):
   PP stage on every node unless a DP rank's TP x PCP fills whole nodes, so layoutopt refuses it
   (``engines.rules`` ``dp_pp_placement``) rather than emit a layout that runs other than planned.
 - Expert dispatch and combine default to ``--all2all-backend allgather_reducescatter``
-  (config/parallel.py:220; 0.13.0 through VLLM_ALL2ALL_BACKEND, envs.py:1274-1276), every token
-  to every EP rank; the performance model costs an
-  all-to-all of the routed tokens (DeepEP-style), so an EP group across nodes gets a note naming
-  ``deepep_low_latency`` / ``deepep_high_throughput`` (config/parallel.py:221-225), which need
-  DeepEP installed.
+  (config/parallel.py:220; 0.13.0 through VLLM_ALL2ALL_BACKEND, envs.py:1274-1276): with attention
+  DP every MoE rank all-gathers all DP ranks' tokens and reduce-scatters the outputs
+  (distributed/device_communicators/all2all.py:116-160), which is what the performance model costs
+  (EngineProfile.ep_exchange); the command selects a backend only where the model costs another
+  (``ep_backend_args``). An EP group across nodes gets a note naming ``deepep_low_latency`` /
+  ``deepep_high_throughput`` (config/parallel.py:223-224) as the faster option that needs DeepEP
+  and NVSHMEM/IBGDA on the hosts.
 - ``--max-num-batched-tokens`` is pinned to the budget the plan was predicted with: unset, vLLM
   picks 16,384, 8,192 or 2,048 by the GPU's memory (engine/arg_utils.py:2973-3006, 3166-3175).
 - NIXL: ``VLLM_NIXL_SIDE_CHANNEL_HOST`` defaults to localhost (envs.py:1721) and is what the
@@ -46,7 +48,7 @@ import math
 from layoutopt.plan import Pool
 from layoutopt.report.engine_flags import ENGINE_PROGRAMS, EngineFlags
 from layoutopt.report.node_launch import (
-    RAY_HEAD_PORT, VLLM_DP_RPC_PORT, NodeContext, NodeLaunch, cross_node_ep_note,
+    RAY_HEAD_PORT, VLLM_DP_RPC_PORT, NodeContext, NodeLaunch, cross_node_ep_note, ep_backend_args,
 )
 
 
@@ -93,10 +95,9 @@ def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         args += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
         env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = ctx.advertise_host
         env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(ctx.side_channel_port)
+    args += ep_backend_args("vllm", pool)
     if pool.ep_size > 1 and pool.layout.gpus_per_stage > ctx.gpus_on_node and ctx.node_rank == 0:
-        notes.append(cross_node_ep_note(pool, "--all2all-backend " + (
-            "deepep_high_throughput" if pool.role == "prefill" else "deepep_low_latency"), "vLLM's default "
-            "allgather_reducescatter backend sends every token to every EP rank"))
+        notes.append(cross_node_ep_note("vllm", pool))
     program = (*ENGINE_PROGRAMS["vllm"], ctx.model)
     if ctx.num_nodes == 1:
         return NodeLaunch(env=env, argv=(*program, *args), notes=tuple(notes))

@@ -13,7 +13,7 @@ NODE_RANK="${NODE_RANK:?set NODE_RANK to 0..1}"
 case "$NODE_RANK" in
   0)  # node-1
     # NOTE: the planned batch of 512 exceeds the 464 sequences of 2400 tokens that fit in KV cache; the engine queues or preempts the rest
-    # NOTE: expert parallelism over 16 ranks spans nodes: the plan's performance counts on an all-to-all of the routed tokens over the NICs (DeepEP-style), but SGLang's default backend 'none' runs no all-to-all of the routed tokens; add --moe-a2a-backend deepep where DeepEP is installed, or expect slower MoE layers than planned
+    # NOTE: expert parallelism over 16 ranks spans nodes: SGLang's default --moe-a2a-backend none gathers every DP rank's tokens to all 16 MoE ranks (an all-reduce of the summed buffer on prompt steps, an all-gather on decode steps) and reduce-scatters the expert outputs back, over the NICs; the plan's numbers cost exactly that. --moe-a2a-backend deepep sends each token only to the ranks of its routed experts and may be faster at this size, but it needs DeepEP with NVSHMEM/IBGDA set up on every host (the engines' images build DeepEP; the hosts' RDMA and GPU driver setup is not checked here), so the plan does not count on it
     export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7
     export SGLANG_HOST_IP="${NODE_IP:-node-1}"
     exec python3 -m sglang.launch_server \

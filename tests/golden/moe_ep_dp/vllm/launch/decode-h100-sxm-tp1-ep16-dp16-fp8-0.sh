@@ -12,7 +12,7 @@ set -euo pipefail
 NODE_RANK="${NODE_RANK:?set NODE_RANK to 0..1}"
 case "$NODE_RANK" in
   0)  # node-1
-    # NOTE: expert parallelism over 16 ranks spans nodes: the plan's performance counts on an all-to-all of the routed tokens over the NICs (DeepEP-style), but vLLM's default allgather_reducescatter backend sends every token to every EP rank; add --all2all-backend deepep_low_latency where DeepEP is installed, or expect slower MoE layers than planned
+    # NOTE: expert parallelism over 16 ranks spans nodes: vLLM's default --all2all-backend allgather_reducescatter all-gathers every DP rank's tokens to all 16 MoE ranks and reduce-scatters the expert outputs back, over the NICs; the plan's numbers cost exactly that. --all2all-backend deepep_low_latency sends each token only to the ranks of its routed experts and may be faster at this size, but it needs DeepEP with NVSHMEM/IBGDA set up on every host (the engines' images build DeepEP; the hosts' RDMA and GPU driver setup is not checked here), so the plan does not count on it
     export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7
     export VLLM_NIXL_SIDE_CHANNEL_HOST="${NODE_IP:-node-1}"
     export VLLM_NIXL_SIDE_CHANNEL_PORT=5608
