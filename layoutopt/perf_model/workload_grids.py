@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from layoutopt.perf_model.compute import identity_memo
-from layoutopt.perf_model.grids import geometric_grid
+from layoutopt.perf_model.grids import geometric_grid, sorted_unique
 from layoutopt.workloads.workload import Workload
 
 # Quantile bins of the prompt-length distribution: dense in the tail, where p90/p99 TTFT live.
@@ -182,7 +182,7 @@ class DecodeGrid:
 
 @lru_cache(maxsize=4096)
 def decode_batch_grid(batch_cap: int) -> DecodeGrid:
-    batches = np.unique(np.round(geometric_grid(1.0, float(batch_cap), _DECODE_GRID_POINTS))).astype(np.int64)
+    batches = sorted_unique(np.round(geometric_grid(1.0, float(batch_cap), _DECODE_GRID_POINTS))).astype(np.int64)
     values = batches.astype(float)
     uniform = interior = None
     edges = (1.0, 1.0)
@@ -195,5 +195,5 @@ def decode_batch_grid(batch_cap: int) -> DecodeGrid:
             dx1, dx2 = dx[0:-1], dx[1:]
             interior = (-(dx2) / (dx1 * (dx1 + dx2)), (dx2 - dx1) / (dx1 * dx2), dx1 / (dx2 * (dx1 + dx2)))
             edges = (dx[0], dx[-1])
-    mixed = np.unique(np.round(geometric_grid(1.0, float(batches[-1]), _MIXED_BATCH_ANCHORS))).astype(np.int64)
+    mixed = sorted_unique(np.round(geometric_grid(1.0, float(batches[-1]), _MIXED_BATCH_ANCHORS))).astype(np.int64)
     return DecodeGrid(read_only(batches), read_only(values), read_only(mixed), uniform, interior, edges)
