@@ -119,9 +119,12 @@ def cross_node_ep_note(engine: str, pool: Pool) -> str:
     ranks = pool.tp_size * pool.dp_size
     head = f"expert parallelism over {pool.ep_size} ranks spans nodes: "
     if pool.dp_size <= 1:
+        # vLLM dispatches only with attention DP (fused_moe/config.py:1035-1038 in 0.33.0).
+        backend = (" (vLLM runs no dispatch without attention DP, whatever --all2all-backend says)"
+                   if engine == "vllm" else "")
         return head + (f"without attention DP every one of the {ranks} TP ranks holds all tokens, so the expert "
                        "outputs are all-reduced over the TP group across the NICs, which is what the plan's numbers "
-                       "cost (no dispatch runs, whatever the all-to-all backend)")
+                       f"cost{backend}")
     exchange = ep_exchange(engine)
     if exchange == "alltoall":
         return head + ("the plan's numbers cost a DeepEP-style all-to-all of the routed tokens, selected above; it "
