@@ -196,3 +196,25 @@ def test_report_says_the_default_image_tag_was_not_verified():
     assert "`lmsysorg/sglang:v0.5.23`" in report and "did not check that this tag is published" in report
     given = render(plan, engine="sglang", model_id=None, plots=False, image="registry.local/sglang:mine")["report.md"]
     assert "`registry.local/sglang:mine`, as given with --image" in given and "did not check" not in given
+
+
+@pytest.mark.parametrize("release", ["vllm", "sglang"])
+def test_an_instance_placed_on_other_gpus_of_each_node_pins_each_nodes_own(release):
+    """A cluster file's placement may use GPUs 4,5 on one node and 0,1 on the next (fragmented-h100):
+    each node's launch pins its own GPUs (SGLang maps a node's ranks to base_gpu_id 0 of its visible
+    devices, vLLM's ranks to its CUDA_VISIBLE_DEVICES); the other node's indices may be another job's."""
+    base = fixture_plan("disaggregated")
+    pools = [_pool("colocated", instances=1, tp=1, pp=2, dp=2, ep=2, batch=64)]
+    placed = {"instance_id": "colocated-0-0", "role": "colocated", "node": "f2", "gpus": [4, 5],
+              "nodes": ["f2", "f3"], "cuda_visible_devices": "f2:4,5;f3:0,1", "pool_index": 0,
+              "gpus_by_node": {"f2": [4, 5], "f3": [0, 1]}}
+    plan = base.model_validate({**base.model_dump(), "model": "qwen3-235b-a22b", "mode": "colocated", "pools": pools,
+                                "placement": [placed]})
+    files = render(plan, engine=release, plots=False)
+    script = files["launch/colocated-0-0.sh"]
+    node0, node1 = script.split("  1)  # f3")
+    assert "export CUDA_VISIBLE_DEVICES=4,5" in node0 and "export CUDA_VISIBLE_DEVICES=0,1" in node1
+    assert "# runs on: f2 (GPUs 4,5), f3 (GPUs 0,1)" in script
+    assert "| f2, f3 | f2: 4,5; f3: 0,1 |" in files["report.md"]
+    ref = parse_engine(release)
+    check_emitted_files(files, ref.engine, ref.version)

@@ -204,7 +204,7 @@ def _labels(plan: Plan, pool: Pool, name: str) -> dict[str, str]:
 
 
 def _annotations(pool: Pool, release: EngineRelease, instances: list[InstanceSpec], pinned: bool) -> dict[str, str]:
-    placed = "; ".join(f"{s.instance_id}: {'+'.join(s.nodes)} GPUs {s.cuda_visible_devices}" for s in instances)
+    placed = "; ".join(f"{s.instance_id}: {'+'.join(s.nodes)} GPUs {s.gpus_text}" for s in instances)
     key = "layoutopt.io/placement" if pinned else "layoutopt.io/planned-placement"
     return {"layoutopt.io/engine": f"{release.engine} {release.version}",
             "layoutopt.io/layout": pool.layout.short_name(), key: placed}

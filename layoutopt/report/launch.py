@@ -50,6 +50,8 @@ class InstanceSpec(BaseModel):
     pool_name: str
     nodes: list[str]
     gpus: list[int]
+    # GPU indices on each node where they differ from ``gpus`` (a placement on a cluster file)
+    gpus_by_node: dict[str, list[int]] = {}
     port: int
     side_channel_port: int = NIXL_SIDE_CHANNEL_BASE_PORT
     bootstrap_port: int = BOOTSTRAP_BASE_PORT
@@ -61,6 +63,18 @@ class InstanceSpec(BaseModel):
     @property
     def cuda_visible_devices(self) -> str:
         return ",".join(str(g) for g in self.gpus)
+
+    def gpus_on(self, node: str) -> list[int]:
+        """GPU indices the instance uses on ``node`` (one of ``nodes``)."""
+        return self.gpus_by_node.get(node, self.gpus)
+
+    @property
+    def gpus_text(self) -> str:
+        """'4,5', or 'f2: 4,5; f3: 0,1' when the indices differ from node to node."""
+        per_node = [",".join(str(g) for g in self.gpus_on(node)) for node in self.nodes]
+        if len(set(per_node)) <= 1:
+            return self.cuda_visible_devices
+        return "; ".join(f"{node}: {gpus}" for node, gpus in zip(self.nodes, per_node))
 
 
 def pool_names(plan: Plan) -> list[str]:
@@ -100,7 +114,8 @@ def _from_placement(plan: Plan, names: list[str]) -> list[tuple[int, str, list[s
             )
         taken[pool.role] = start + pool.instances
         for placed in chosen:
-            rows.append((index, dns_name(placed.instance_id), list(placed.nodes or [placed.node]), list(placed.gpus)))
+            rows.append((index, dns_name(placed.instance_id), list(placed.nodes or [placed.node]), list(placed.gpus),
+                         {node: list(gpus) for node, gpus in placed.gpus_by_node.items()}))
     return rows
 
 
@@ -121,7 +136,7 @@ def _sequential(plan: Plan, names: list[str], gpus_per_node: int) -> list[tuple[
                     node, used = node + 1, 0
                 nodes, gpus = [f"node-{node}"], list(range(used, used + need))
                 used += need
-            rows.append((index, f"{names[index]}-{k}", nodes, gpus))
+            rows.append((index, f"{names[index]}-{k}", nodes, gpus, {}))
     return rows
 
 
@@ -132,10 +147,11 @@ def expand_instances(plan: Plan, gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> 
     specs: list[InstanceSpec] = []
     side_channel = NIXL_SIDE_CHANNEL_BASE_PORT
     prefill_index = 0
-    for k, (index, instance_id, nodes, gpus) in enumerate(rows):
+    for k, (index, instance_id, nodes, gpus, gpus_by_node) in enumerate(rows):
         pool = plan.pools[index]
         specs.append(InstanceSpec(instance_id=instance_id, index=k, pool_index=index, pool_name=names[index],
-                                  nodes=nodes, gpus=gpus, port=BASE_PORT + k, side_channel_port=side_channel,
+                                  nodes=nodes, gpus=gpus, gpus_by_node=gpus_by_node, port=BASE_PORT + k,
+                                  side_channel_port=side_channel,
                                   bootstrap_port=BOOTSTRAP_BASE_PORT + prefill_index))
         # Each DP rank listens on base + its DP rank: the next instance starts past the range.
         side_channel += pool.dp_size
@@ -148,7 +164,9 @@ def node_context(release: EngineRelease, deployment: PoolDeployment, instance: I
     return NodeContext(
         release=release, model=deployment.served.hf_id, online_quantization=deployment.served.online_quantization,
         port=instance.port, num_nodes=instance.num_nodes, node_rank=node_rank, head=head,
-        gpus_on_node=len(instance.gpus), cuda_visible_devices=instance.cuda_visible_devices,
+        # Each node's own GPU indices: a placement on a cluster file may use other indices on each node.
+        gpus_on_node=len(instance.gpus_on(instance.nodes[node_rank])),
+        cuda_visible_devices=",".join(str(g) for g in instance.gpus_on(instance.nodes[node_rank])),
         advertise_host=advertise_host, side_channel_port=instance.side_channel_port,
         bootstrap_port=instance.bootstrap_port, instance_index=instance.index,
         gpu_memory_utilization=deployment.gpu_memory_utilization, mem_fraction_static=deployment.mem_fraction_static,
@@ -201,7 +219,7 @@ def node_launches(release: EngineRelease, pool: Pool, deployment: PoolDeployment
 def launch_script(plan: Plan, instance: InstanceSpec, release: EngineRelease, deployment: PoolDeployment) -> str:
     """The bash script that starts ``instance`` (multi-node instances switch on ``NODE_RANK``)."""
     pool = plan.pools[instance.pool_index]
-    where = ", ".join(f"{node} (GPUs {instance.cuda_visible_devices})" for node in instance.nodes)
+    where = ", ".join(f"{node} (GPUs {','.join(str(g) for g in instance.gpus_on(node))})" for node in instance.nodes)
     lines = [
         "#!/usr/bin/env bash",
         f"# layoutopt launch script for instance {instance.instance_id}",

@@ -60,7 +60,7 @@ def _what_to_run(plan: Plan, instances: list[InstanceSpec], engine: str, version
     lines += ["", "| instance | pool | nodes | GPUs | port | launch script |", "|---|---|---|---|---:|---|"]
     for spec in instances:
         lines.append(f"| {spec.instance_id} | {spec.pool_name} | {', '.join(spec.nodes)} | "
-                     f"{spec.cuda_visible_devices} | {spec.port} | launch/{spec.instance_id}.sh |")
+                     f"{spec.gpus_text} | {spec.port} | launch/{spec.instance_id}.sh |")
     if not plan.placement:
         lines += ["", "The plan has no placement: instances are packed in pool order onto generic nodes "
                   "`node-0`, `node-1`, ...; replace them with real hostnames."]
