@@ -211,6 +211,11 @@ def _vllm_dp_rank_gpus(wheel: Wheel, facts: Facts) -> None:
               f"({utils}:{indices}); Ray gives each DP rank one placement group, STRICT_PACK on one node "
               f"({utils}:{strict}) or, with VLLM_RAY_DP_PACK_STRATEGY=span, whole nodes ({utils}:{span}). "
               "Either way a node holds whole DP ranks, all their PP stages together.")
+    facts.add("dp_rank_node_packing", "whole_ranks_per_node", utils, strict,
+              "Ray places each DP rank's world_size GPUs as one placement group: STRICT_PACK inside one node (a "
+              f"node fits n_devices // world_size ranks, and too few fitting ranks is a start-up error), or with "
+              f"VLLM_RAY_DP_PACK_STRATEGY=span over whole, homogeneous nodes ({utils}:{span}); the multiprocessing "
+              "launcher runs --data-parallel-size-local whole ranks per node. A node's GPUs must be whole DP ranks.")
 
 
 def _capability_check(wheel: Wheel, path: str, function: str) -> tuple[int, int]:

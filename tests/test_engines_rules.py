@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from layoutopt.engines import check_layout, check_pair, engine_notes
+from layoutopt.engines import check_layout, check_node_split, check_pair, engine_notes
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.model_catalog.checkpoints import with_user_checkpoints
@@ -219,3 +219,27 @@ def test_local_domain_of_the_rules_is_the_performance_models():
     assert {local_domain_gpus(g) for g in gpus} >= {8, 72}  # HGX / PCIe servers and NVL72
     for gpu in gpus:
         assert local_domain_gpus(gpu) == perf_local_domain_gpus(gpu), gpu.name
+
+
+# (layout, GPUs used on each node, SGLang refuses, vLLM refuses): how a placement splits an instance.
+NODE_SPLITS = [
+    (Layout(tp_size=1, pp_size=4), [3, 1], True, False),   # vLLM's Ray PP takes any split; SGLang needs equal shares
+    (Layout(tp_size=1, pp_size=4), [2, 2], False, False),
+    (Layout(tp_size=1, pp_size=2, dp_size=2, ep_size=2), [3, 1], True, True),  # a 2-GPU DP rank cannot fit 1 GPU
+    (Layout(tp_size=1, pp_size=2, dp_size=3, ep_size=3), [4, 2], True, False),  # whole 2-GPU ranks: vLLM fits them
+    (Layout(tp_size=8, pp_size=2, dp_size=2, ep_size=16), [8, 8, 8, 8], False, False),  # ranks over whole nodes
+    (Layout(tp_size=8, pp_size=2, dp_size=2, ep_size=16), [8, 8, 8, 4, 4], True, True),
+]
+
+
+@pytest.mark.parametrize("layout,node_gpus,sglang_refuses,vllm_refuses", NODE_SPLITS)
+@pytest.mark.parametrize("engine", ["vllm==0.33.0", "vllm==0.13.0", "sglang==0.5.23", "sglang==0.5.3"])
+def test_node_split(engine, layout, node_gpus, sglang_refuses, vllm_refuses):
+    found = check_node_split(engine, layout, node_gpus)
+    refused = sglang_refuses if engine.startswith("sglang") else vllm_refuses
+    assert [v.rule for v in found] == (["uneven_nodes"] if refused else [])
+    if refused:
+        assert found[0].values["node_gpus"] == node_gpus
+        assert found[0].source.file == ("sglang/srt/entrypoints/engine.py" if engine.startswith("sglang")
+                                        else "vllm/v1/engine/utils.py")
+    assert check_node_split(engine, layout, [sum(node_gpus)]) == []  # one node: nothing to split

@@ -218,3 +218,37 @@ def test_an_instance_placed_on_other_gpus_of_each_node_pins_each_nodes_own(relea
     assert "| f2, f3 | f2: 4,5; f3: 0,1 |" in files["report.md"]
     ref = parse_engine(release)
     check_emitted_files(files, ref.engine, ref.version)
+
+
+def _placed_plan(layout: dict, gpus_by_node: dict[str, list[int]], model="qwen3-235b-a22b"):
+    base = fixture_plan("disaggregated")
+    nodes = list(gpus_by_node)
+    placed = {"instance_id": "colocated-0-0", "role": "colocated", "node": nodes[0], "gpus": gpus_by_node[nodes[0]],
+              "nodes": nodes, "pool_index": 0, "gpus_by_node": gpus_by_node,
+              "cuda_visible_devices": ";".join(f"{n}:{','.join(map(str, g))}" for n, g in gpus_by_node.items())}
+    return base.model_validate({**base.model_dump(), "model": model, "mode": "colocated",
+                                "pools": [_pool("colocated", **layout)], "placement": [placed]})
+
+
+def test_an_uneven_split_over_nodes_is_refused_by_sglang_and_run_over_ray_by_vllm():
+    plan = _placed_plan(dict(tp=1, pp=4, batch=64), {"f0": [5, 6, 7], "f1": [5]})
+    with pytest.raises(Exception, match=r"uneven_nodes: sglang splits .* \[3, 1\] GPUs .*engine\.py:\d+"):
+        render(plan, engine="sglang", plots=False)
+    files = render(plan, engine="vllm", plots=False)
+    script = files["launch/colocated-0-0.sh"]
+    assert "ray start --head --port=6379 --num-gpus=3" in script and "--num-gpus=1 --block" in script
+    check_emitted_files(files, "vllm", "0.33.0")
+    # DP ranks of 2 GPUs (TP1 x PP2) cannot sit on a node with 1 free GPU: vLLM refuses too.
+    with pytest.raises(Exception, match=r"uneven_nodes: vLLM places each DP rank's TP x PP x PCP = 2 GPUs"):
+        render(_placed_plan(dict(tp=1, pp=2, dp=2, ep=2), {"f0": [5, 6, 7], "f1": [5]}), engine="vllm", plots=False)
+
+
+def test_vllm_picks_one_launch_mode_for_every_node():
+    """DEP8 on 2 + 2 + 1 + 3 GPUs: whole (1-GPU) ranks on each node, two ranks on two of them, so no
+    node may take the multiprocessing DP path (--data-parallel-size-local 2) while the others run Ray."""
+    plan = _placed_plan(dict(tp=1, dp=8, ep=8), {"f0": [0, 1], "f1": [0, 1], "f2": [0], "f3": [0, 1, 2]})
+    files = render(plan, engine="vllm", plots=False)
+    script = files["launch/colocated-0-0.sh"]
+    assert "--data-parallel-size-local" not in script and "--data-parallel-backend ray" in script.replace(" \\\n", "")
+    assert [f"--num-gpus={n}" in script for n in (1, 2, 3)] == [True] * 3
+    check_emitted_files(files, "vllm", "0.33.0")

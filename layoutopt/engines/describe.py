@@ -66,6 +66,8 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("expert_parallel", "ep_size", lambda v: f"EP group = {v}")
         add("dp_pp_placement", "dp_rank_gpus", lambda v: "a DP rank's TP x PP (x PCP) GPUs sit together on its "
             "node(s): a MoE instance with DP and PP over several local domains needs TP x PCP of whole domains")
+        add("uneven_nodes", "dp_rank_node_packing", lambda v: "an instance placed over several nodes: whole DP ranks "
+            "(TP x PP x PCP GPUs) on each node, or one rank over whole, equal nodes")
         add("precision_unsupported", "fp8_compute_min_capability",
             lambda v: f"FP8 compute needs compute capability >= {v / 10:.1f}")
         add("precision_unsupported", "fp4_weight_only_min_capability",
@@ -79,6 +81,8 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("multi_node_launch", "node_rank_layout", lambda v: "across --nnodes each pipeline stage takes nnodes / pp "
             "whole nodes: DP x PP over nodes runs as planned (no placement rule)")
         add("multi_node_launch", "nnodes_divides_world", lambda v: f"--nnodes must split the world: {v}")
+        add("uneven_nodes", "node_rank_layout", lambda v: "an instance placed over several nodes uses the same number "
+            "of GPUs on each: every node runs (--tp-size x --pp-size) / --nnodes ranks")
         if data.flag("--dcp-size") is None:
             rows.append(RuleSummary(rule="dcp_unsupported", summary="no --dcp-size flag: DCP unavailable"))
     return rows

@@ -27,6 +27,9 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
   ranks outermost over ``--nnodes`` (``node_rank_layout``: each stage on nnodes / pp whole
   nodes) and checks only ``(tp x pp) % nnodes`` (``nnodes_divides_world``), which whole-node
   instances meet: it runs these layouts as planned and has no such rule.
+- ``uneven_nodes`` (``node_rank_layout``, ``dp_rank_node_packing``; ``check_node_split``): an
+  instance a cluster file's placement spreads unevenly over nodes. SGLang gives every node
+  (tp x pp) / nnodes ranks; vLLM needs whole DP ranks per node (or a rank over whole, equal nodes).
 - ``checkpoint_unavailable`` (``online_quantization_<precision>``, model_catalog/data/checkpoints.yaml):
   the weight precision needs a checkpoint of it (the model's release, a catalog variant, a known
   pre-quantized id, or the user's ``--checkpoint``) or the engine's load-time quantization of the
@@ -41,7 +44,7 @@ for it and ``engine_notes`` says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +174,36 @@ def first_broken_rules(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec
         if not len(pending):
             break
     return first
+
+
+def check_node_split(engine: "str | EngineRef", layout: Layout, node_gpus: Sequence[int]) -> list[RuleViolation]:
+    """The rules on how an instance placed over several nodes splits its GPUs (``uneven_nodes``).
+
+    ``node_gpus``: how many GPUs the instance uses on each of its nodes, in stage order. SGLang
+    runs (--tp-size x --pp-size) / --nnodes ranks on every node (``node_rank_layout``); vLLM puts
+    whole DP ranks on each node, or one rank over whole, homogeneous nodes (``dp_rank_node_packing``).
+    """
+    ref = parse_engine_ref(engine)
+    if not ref.has_data or len(node_gpus) < 2:
+        return []
+    check = _Checker(ref, load_engine_data(ref.name, ref.version))
+    counts = [int(g) for g in node_gpus]
+    fact = check.fact("node_rank_layout")
+    if fact is not None and len(set(counts)) > 1:
+        world = layout.tp_size * layout.dp_size * layout.pp_size
+        check.add("uneven_nodes", f"sglang splits --tp-size x --pp-size = {world} ranks into equal shares of the "
+                  f"--nnodes {len(counts)} nodes; the placement uses {counts} GPUs on them", fact.source,
+                  node_gpus=counts, world_size=world)
+    fact = check.fact("dp_rank_node_packing")
+    rank = layout.tp_size * layout.pp_size * layout.pcp_size
+    if fact is not None and layout.dp_size > 1:
+        whole_ranks = all(g % rank == 0 for g in counts) if rank <= max(counts) else \
+            len(set(counts)) == 1 and rank % counts[0] == 0
+        if not whole_ranks:
+            check.add("uneven_nodes", f"vLLM places each DP rank's TP x PP x PCP = {rank} GPUs inside one node, or one "
+                      f"rank over whole, equal nodes; the placement uses {counts} GPUs on the instance's nodes",
+                      fact.source, node_gpus=counts, rank_gpus=rank)
+    return check.found
 
 
 def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layout,

@@ -103,11 +103,15 @@ def check_plan(plan: Plan, release: EngineRelease) -> None:
 def check_engine_rules(plan: Plan, release: EngineRelease, model, gpus: list) -> None:
     """Raise InputError when a pool breaks a rule of the engine release (with the rule's source):
     such launch files would fail at start-up or in the KV handshake."""
-    from layoutopt.engines import check_layout, check_pair
+    from layoutopt.engines import check_layout, check_node_split, check_pair
 
     found = []
     for pool, gpu in zip(plan.pools, gpus):
         found += check_layout(release.spec, model, gpu, pool.layout, pool.role)
+    for placed in plan.placement:  # how a cluster file's placement splits each instance over its nodes
+        if placed.pool_index is not None and placed.pool_index < len(plan.pools) and len(placed.gpus_by_node) > 1:
+            found += check_node_split(release.spec, plan.pools[placed.pool_index].layout,
+                                      [len(g) for g in placed.gpus_by_node.values()])
     for prefill in (p for p in plan.pools if p.role == "prefill"):
         for decode in (p for p in plan.pools if p.role == "decode"):
             found += check_pair(release.spec, model, prefill.layout, decode.layout)

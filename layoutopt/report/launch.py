@@ -166,6 +166,7 @@ def node_context(release: EngineRelease, deployment: PoolDeployment, instance: I
         port=instance.port, num_nodes=instance.num_nodes, node_rank=node_rank, head=head,
         # Each node's own GPU indices: a placement on a cluster file may use other indices on each node.
         gpus_on_node=len(instance.gpus_on(instance.nodes[node_rank])),
+        node_gpus=tuple(len(instance.gpus_on(node)) for node in instance.nodes),
         cuda_visible_devices=",".join(str(g) for g in instance.gpus_on(instance.nodes[node_rank])),
         advertise_host=advertise_host, side_channel_port=instance.side_channel_port,
         bootstrap_port=instance.bootstrap_port, instance_index=instance.index,

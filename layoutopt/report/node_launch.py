@@ -47,6 +47,8 @@ class NodeContext(_Frozen):
     node_rank: int = 0
     head: str = Field(default="127.0.0.1", description="address of node 0, or a shell expansion")
     gpus_on_node: int
+    node_gpus: tuple[int, ...] = Field(default=(), description="GPUs the instance uses on each of its nodes, in "
+                                       "node-rank order (empty: gpus_on_node on every node)")
     cuda_visible_devices: str | None = None
     advertise_host: str = Field(default="127.0.0.1",
                                 description="address other instances reach this node at (a shell expansion)")

@@ -103,7 +103,9 @@ def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         return NodeLaunch(env=env, argv=(*program, *args), notes=tuple(notes))
     rank_gpus = pool.tp_size * pool.pp_size * pool.pcp_size
     dp_local = pool.dp_size // ctx.num_nodes
-    if rank_gpus <= ctx.gpus_on_node and pool.dp_size % ctx.num_nodes == 0 and dp_local * rank_gpus == ctx.gpus_on_node:
+    # Every node decides alike: multiprocessing DP only where each node runs the same number of whole ranks.
+    if rank_gpus <= ctx.gpus_on_node and pool.dp_size % ctx.num_nodes == 0 and all(
+            dp_local * rank_gpus == gpus for gpus in (ctx.node_gpus or (ctx.gpus_on_node,))):
         # Multi-node data parallel: the head serves the API, the other nodes run headless ranks.
         args += ["--data-parallel-size-local", str(dp_local), "--data-parallel-address", ctx.head,
                  "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT + ctx.instance_index)]
