@@ -89,6 +89,7 @@ class Prediction:
     engine: str
     precision: str
     bottleneck: str
+    decode_batch: float
     notes: tuple[str, ...]
 
 
@@ -165,8 +166,8 @@ def _server(model, gpu, engine, isl, osl, layout, instances, ttft_ms, tpot_ms, i
 
 @lru_cache(maxsize=None)
 def _predict(model: str, gpu: str, num_gpus: int, scenario: str, engine: str, weights: str, kv: str,
-             isl: int, osl: int) -> tuple[float, str, str]:
-    best = (0.0, "none", "-")
+             isl: int, osl: int) -> tuple[float, str, str, float]:
+    best = (0.0, "none", "-", 0.0)
     for layout, instances in _layouts(num_gpus, weights, kv):
         try:
             if scenario == "Offline":
@@ -177,7 +178,7 @@ def _predict(model: str, gpu: str, num_gpus: int, scenario: str, engine: str, we
             continue  # the layout does not fit (memory) or the engine refuses it
         if est is not None and value > best[0]:
             bottleneck = "/".join(f"{k}:{v}" for k, v in sorted(est.bottleneck.items()))
-            best = (value, f"{instances}x TP{layout.tp_size}", bottleneck)
+            best = (value, f"{instances}x TP{layout.tp_size}", bottleneck, est.decode_batch_per_instance)
     return best
 
 
@@ -189,9 +190,10 @@ def predict(row: dict[str, str], input_tokens: int = DEFAULT_INPUT_TOKENS) -> Pr
     engine, notes = _engine(row)
     weights, kv, precision_notes = _precisions(row)
     osl = max(1, round(output_tokens_per_sample(row)))
-    value, layout, bottleneck = _predict(model, row["gpu"], int(row["num_gpus"]), row["scenario"], engine,
-                                         weights, kv, input_tokens, osl)
-    return Prediction(value, layout, engine, f"{weights}/kv {kv}", bottleneck, tuple(notes + precision_notes))
+    value, layout, bottleneck, batch = _predict(model, row["gpu"], int(row["num_gpus"]), row["scenario"], engine,
+                                                weights, kv, input_tokens, osl)
+    return Prediction(value, layout, engine, f"{weights}/kv {kv}", bottleneck, batch,
+                      tuple(notes + precision_notes))
 
 
 def _vendor(gpu: str) -> str:
@@ -223,6 +225,80 @@ def _worst(ratios: list[float]) -> float:
     """The ratio farthest from 1 (in log terms)."""
     return max(ratios, key=lambda r: max(r, 1.0 / r))
 
+
+def _median_by_generation(pairs) -> dict[str, float]:
+    """Generation -> median ratio over (row, ratio) pairs."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for row, ratio in pairs:
+        groups[GENERATIONS[row["gpu"]]].append(ratio)
+    return {gen: statistics.median(values) for gen, values in groups.items()}
+
+
+def _relative_to_hopper(results, by_isl, input_tokens: int) -> str:
+    """Each generation's median ratio over Hopper's at the same assumed input length.
+
+    The unknown prompt length moves every ratio together; this quotient barely moves with it,
+    so it is the figure that says how well the model carries from Hopper to other generations.
+    """
+    columns = {input_tokens: [(row, ratio) for row, _, ratio in results]}
+    index = {id(row): row for row, _, _ in results}
+    for n, ratios in by_isl.items():
+        columns[n] = [(index[key], ratio) for key, ratio in ratios.items() if key in index]
+    medians = {n: _median_by_generation(pairs) for n, pairs in sorted(columns.items())}
+    lines = ["\nMedian ratio relative to Hopper's (robust to the assumed input length): "
+             + "  ".join(f"@{n}" for n in medians)]
+    for gen in sorted(next(iter(medians.values()))):
+        if gen != "Hopper":
+            lines.append(f"  {gen:9} " + "  ".join(
+                f"{m[gen] / m['Hopper']:.2f}" if "Hopper" in m and gen in m else "-" for m in medians.values()))
+    return "\n".join(lines)
+
+
+def _paragraph(results) -> str:
+    """The honest summary, written from this run's numbers (no sentence states a figure it did not compute)."""
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    for row, pred, ratio in results:
+        scenario = "Interactive" if row["scenario"] == "Interactive" else "Offline/Server"
+        groups[(GENERATIONS[row["gpu"]], scenario)].append((pred, ratio))
+
+    def med(gen: str, scenario: str) -> float | None:
+        members = groups.get((gen, scenario))
+        return statistics.median(r for _, r in members) if members else None
+
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    def side(value: float | None) -> str:
+        return "n/a" if value is None else "over-predicted" if value > 1.1 else "under-predicted" if value < 0.9 \
+            else "within 10 %"
+
+    def regime(gen: str, scenario: str) -> str:
+        members = groups.get((gen, scenario), [])
+        if not members:
+            return "n/a"
+        decode = [p.bottleneck.split("/")[0].removeprefix("decode:") for p, _ in members]
+        common = max(set(decode), key=decode.count)
+        batch = statistics.median(p.decode_batch for p, _ in members)
+        return f"decode {common}-bound at a median {batch:,.0f} sequences per instance"
+
+    hopper, blackwell = med("Hopper", "Offline/Server"), med("Blackwell", "Offline/Server")
+    relative = "n/a" if not hopper or blackwell is None else f"{blackwell / hopper:.2f}x Hopper's ratio"
+    return (
+        f"Summary. Hopper (TensorRT-LLM, FP8): median ratio {fmt(hopper)} in Offline/Server "
+        f"({side(hopper)}; {regime('Hopper', 'Offline/Server')}) and {fmt(med('Hopper', 'Interactive'))} in "
+        "Interactive, at an assumed prompt length that moves every ratio together (the @128/@512 columns), so "
+        "the absolute level is only as good as that assumption; the relative figures are not. Blackwell FP4 "
+        f"Offline/Server: {fmt(blackwell)} ({side(blackwell)}, {relative}; {regime('Blackwell', 'Offline/Server')}):"
+        " the predicted decode step at the largest batch is too short for FP4, which points at the FP4 "
+        "efficiency at large GEMM rows (the issue's term). "
+        f"Blackwell Interactive (p99 TPOT 40 ms): {fmt(med('Blackwell', 'Interactive'))} "
+        f"({side(med('Blackwell', 'Interactive'))}; {regime('Blackwell', 'Interactive')}): at small batches the "
+        "model's decode step is slower than the engines', the opposite sign, so one efficiency constant cannot "
+        f"fix both. AMD with vLLM: CDNA3 {fmt(med('CDNA3', 'Offline/Server'))} Offline/Server, "
+        f"{fmt(med('CDNA3', 'Interactive'))} Interactive; CDNA4 FP4 {fmt(med('CDNA4', 'Offline/Server'))} "
+        f"Offline/Server, {fmt(med('CDNA4', 'Interactive'))} Interactive. Nothing was fitted on these rows and "
+        "no constant was tuned to them."
+    )
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -281,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
                            for n in others)]
         print(f"{vendor:7} {label:34} {len(ratios):>4} {statistics.median(ratios):>7.2f} {_worst(ratios):>6.2f}  "
               + moved[0])
+    print(_relative_to_hopper(results, by_isl, args.input_tokens))
+    print("\n" + _paragraph(results))
     if failed:
         print(f"{failed} modelled rows got no prediction (no layout fits or meets the limits)")
     if left_out:
