@@ -23,6 +23,10 @@ Facts read from the vLLM wheels (paths inside the 0.33.0 wheel unless noted):
   launchers keep a DP rank's GPUs together: DP x PP of a MoE model over several nodes puts every
   PP stage on every node unless a DP rank's TP x PCP fills whole nodes, so layoutopt refuses it
   (``engines.rules`` ``dp_pp_placement``) rather than emit a layout that runs other than planned.
+- Every node of an instance takes the same path: multiprocessing DP only where each node runs the
+  same number of whole ranks (``--data-parallel-size-local``), else Ray on all of them, whose
+  STRICT_PACK fits whole ranks into each node's ``--num-gpus`` (``engines.rules`` ``uneven_nodes``
+  refuses a placement that leaves a node part of a rank).
 - Expert dispatch and combine default to ``--all2all-backend allgather_reducescatter``
   (config/parallel.py:220; 0.13.0 through VLLM_ALL2ALL_BACKEND, envs.py:1274-1276): with attention
   DP every MoE rank all-gathers all DP ranks' tokens and reduce-scatters the outputs
