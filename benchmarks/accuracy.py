@@ -7,10 +7,12 @@ Disaggregated rows whose worker counts the CSV leaves blank cannot be replayed e
 measurements README); they are left out of the figures and counted as such.
 
     python benchmarks/accuracy.py [CSV ...] [--engine vllm] [--leave-one-gpu-out] [--breakdown] [--residuals]
-                                  [--json]
+                                  [--json] [--ep-exchange alltoall]
 
 ``--breakdown`` adds, per GPU, the TTFT and TPOT error by mode, dense/MoE, precision and client
 concurrency (every row of the CSVs is a closed-loop run, so there is no open-loop split).
+``--ep-exchange KIND`` is a what-if: every attention-DP + EP exchange costed as KIND (``alltoall``:
+DeepEP-style, which no emitted launch selects) instead of the engine default, with the error by EP kind.
 ``--residuals`` adds, per GPU and engine, the Spearman rank correlation of each row's log error
 (predicted / measured) with the row's features (concurrency, lengths, parallel degrees, model size,
 precision, the predicted latency itself): the residual analysis a new model term starts from (a
@@ -321,12 +323,30 @@ def targets(report: dict, tpot: float, ttft: float, supported: float | None) -> 
     return "\n".join(lines)
 
 
-def _logo_predictions(cases) -> tuple[np.ndarray, np.ndarray]:
+def _predictions(cases, profiles) -> tuple[np.ndarray, np.ndarray]:
+    """(TTFT, TPOT) of every case under ``profiles(case)``."""
     ttft, tpot = np.full(len(cases), np.nan), np.full(len(cases), np.nan)
     for i, case in enumerate(cases):
-        t, p, _ = predict_all([case], other_generation_profile(case))
+        t, p, _ = predict_all([case], profiles(case))
         ttft[i], tpot[i] = t[0], p[0]
     return ttft, tpot
+
+
+def _logo_predictions(cases) -> tuple[np.ndarray, np.ndarray]:
+    return _predictions(cases, other_generation_profile)
+
+
+def exchange_profile(kind: str):
+    """``profiles(case)``: the case's own profile with its EP exchange costed as ``kind`` (a what-if:
+    'alltoall' is what DeepEP backends would run)."""
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.perf_model.calibration import get_engine_profile
+
+    def profile(case):
+        own = get_engine_profile(case.engine, get_gpu(case.gpu).generation or "hopper")
+        return own.model_copy(update={"ep_exchange": kind})
+
+    return profile
 
 
 def main() -> None:
@@ -340,12 +360,21 @@ def main() -> None:
                         help="also correlate each row's error with its features (Spearman, per GPU and engine)")
     parser.add_argument("--leave-one-gpu-out", action="store_true",
                         help="also predict each GPU's rows with the profile fitted on the other generation")
+    parser.add_argument("--ep-exchange", choices=("allgather_reducescatter", "dp_gather", "alltoall"),
+                        help="what-if: cost every engine's attention-DP + EP exchange as this kind (alltoall: "
+                        "DeepEP-style) instead of its launch default, and print the error by EP kind")
     args = parser.parse_args()
     paths = [Path(p) for p in args.csv] or DEFAULT_CSVS
     for path in paths:
         if not path.is_file():
             parser.error(f"measurement CSV not found: {path} (pass its path as an argument)")
     cases, left = load_all(paths, args.engine)
+    if args.ep_exchange:
+        profiles = exchange_profile(args.ep_exchange)
+        print(render(evaluate_cases(cases, left, profiles), f"== EP exchange costed as {args.ep_exchange}"))
+        split = breakdown(cases, *_predictions(cases, profiles))
+        print(render_breakdown({"engine x expert parallel": split["engine x expert parallel"]}))
+        return
     report = evaluate_cases(cases, left)
     split = residuals = logo_residuals = None
     if args.breakdown or args.residuals:

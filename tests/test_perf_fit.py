@@ -117,6 +117,21 @@ def test_accuracy_breakdown_splits_errors_by_concurrency_kind_and_precision():
     assert "-- by concurrency" in render_breakdown(tables)
 
 
+def test_accuracy_labels_rows_by_their_expert_parallel_kind():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from accuracy import BREAKDOWNS
+
+    label = BREAKDOWNS["engine x expert parallel"]
+    dep, tep = Layout(dp_size=4, ep_size=4), Layout(tp_size=4, ep_size=4)
+    agg = MeasuredCase("a", "vllm", "agg", "m", 1024, 128, 8.0, dep, None, 1, None, 1, None, 1.0, 1.0)
+    disagg = MeasuredCase("d", "sglang", "disagg", "m", 1024, 128, 8.0, None, Layout(), 1, tep, 1, 8, 1.0, 1.0)
+    assert label(agg) == "vllm/DEP"
+    assert label(disagg) == "sglang/P no EP + D EP in TP"
+
+
 def test_accuracy_residuals_correlate_the_error_with_row_features():
     import sys
     from pathlib import Path
