@@ -301,7 +301,7 @@ def _paragraph(results) -> str:
                      + (": at small batches the model's decode step is slower than the engines', the opposite "
                         "sign, so one efficiency constant cannot fix both." if interactive < 0.9 and blackwell
                         and blackwell > 1.1 else "."))
-    amd = [f"{gen}{' FP4' if gen == 'CDNA4' else ''} {fmt(med(gen, sc))} {sc}" for gen in ("CDNA3", "CDNA4")
+    amd = [f"{gen} {fmt(med(gen, sc))} {sc}" for gen in ("CDNA3", "CDNA4")
            for sc in ("Offline/Server", "Interactive") if med(gen, sc) is not None]
     if amd:
         parts.append("AMD with vLLM: " + "; ".join(amd) + ".")

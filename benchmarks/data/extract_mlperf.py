@@ -46,10 +46,20 @@ def _git(gitdir: str, *args: str) -> str:
 
 
 def _gpu_of(name: str) -> str | None:
+    """The one catalog GPU a system's accelerator name names; None for others and mixed systems.
+
+    Mixed systems ("AMD Instinct MI300X ... (x32), AMD Instinct MI325X ... (x16)") are left out:
+    one prediction per row assumes one GPU type.
+    """
+    found = set()
     for pattern, gpu in GPU_PATTERNS:
         if pattern.search(name):
-            return gpu
-    return None
+            if gpu is None and not found:
+                return None  # an NVL/PCIe card the catalog does not hold
+            found.add(gpu)
+            name = pattern.sub(" ", name)
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
 
 
 def _engine(system: dict) -> str:
