@@ -173,3 +173,19 @@ def test_a_pcie_node_is_one_local_domain_for_the_cluster_limits():
     assert limits.domain_capacity_gpus["L40S"] == {1: 12, 2: 12, 4: 12, 8: 8}
     # The GPU keeps its 1-GPU scale-up domain: its local domain is the PCIe server (links.local_domain).
     assert limits.gpu_spec(get_gpu("L40S")).scaleup_domain_gpus == 1
+
+
+def test_estimate_costs_a_stage_over_whole_nodes_and_says_so():
+    """``estimate`` takes the cross-node layouts ``solve`` proposes (a DEP32 decode instance on four
+    8-GPU H100 nodes), costed over the NICs with a note; allow_cross_domain=False refuses it."""
+    from layoutopt.api import estimate
+    from layoutopt.errors import LayoutError
+
+    dep32 = Layout(tp_size=4, dp_size=8, ep_size=32, weight_precision="fp8")
+    result = estimate("deepseek-v3", "H100", isl=1400, osl=250, layout=dep32, rate=5.0)
+    assert any("spans 4 local domains of 8 H100-SXM" in note for note in result.notes)
+    inside = estimate("deepseek-v3", "H100", isl=1400, osl=250, layout=Layout(tp_size=8, pp_size=2, weight_precision="fp8"),
+                      rate=5.0)
+    assert not any("spans" in note for note in inside.notes)
+    with pytest.raises(LayoutError, match="local domain"):
+        estimate("deepseek-v3", "H100", isl=1400, osl=250, layout=dep32, rate=5.0, allow_cross_domain=False)

@@ -29,6 +29,7 @@ from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.perf_model.workload_grids import output_moments
 from layoutopt.plan import ErrorBand, Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
+from layoutopt.perf_model.spans import local_domain_gpus, spans_domains
 from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate, rows_at_rate, series_ttft
 from layoutopt.workloads.distributions import FixedLength
 from layoutopt.workloads.workload import Workload
@@ -128,8 +129,12 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
              prefill_layout: Layout | None = None, prefill_instances: int = 1,
              decode_layout: Layout | None = None, decode_instances: int = 1,
              concurrency: float | None = None, rate: float | None = None, max_batch_size: int | None = None,
-             kv_link: Link | None = None, allow_cross_domain: bool = False) -> Estimate:
+             kv_link: Link | None = None, allow_cross_domain: bool = True) -> Estimate:
     """Predict TTFT/TPOT (mean, p50, p90, p99), throughput, memory and bottlenecks; see the module doc.
+
+    A pipeline stage larger than the GPU's local domain (NVLink domain, or PCIe server) is spread
+    over whole domains, its collectives costed over the NICs, as ``solve`` costs the layouts it
+    proposes (a note says so); ``allow_cross_domain=False`` refuses such a stage instead.
 
     ``max_batch_size`` caps decode sequences per instance (the engine's --max-num-seqs); ``kv_link``
     is the prefill->decode path (default: every GPU of the smaller instance sends its KV shard over
@@ -228,11 +233,27 @@ def estimate(model: ModelSpec | str, gpu: GpuSpec | str, engine: EngineLike = "v
                 _memory_report(model, gpu, decode_layout, "decode", context, profile)]
         throughput = system.throughput_rps
         _note_capacity(notes, dcosts, concurrency / decode_instances if concurrency else None)
+    notes += _span_notes(gpu, [(role, lay) for role, lay in
+                               (("colocated", layout), ("prefill", prefill_layout), ("decode", decode_layout))
+                               if lay is not None])
     broken = [] if ref is None else _rule_violations(ref, model, gpu, layout, prefill_layout, decode_layout)
     notes += [] if ref is None else engine_notes(ref)
     result = _result(model, gpu, engine, work, load, concurrency, rate, layouts, counts, gpus, system, per_instance,
                      throughput, mems, bottleneck, notes, disaggregated)
     return result.model_copy(update={"rule_violations": broken})
+
+
+def _span_notes(gpu: GpuSpec, layouts: list[tuple[str, Layout]]) -> list[str]:
+    """One note per layout whose stage spans local domains: how many, and what crosses the NICs."""
+    notes = []
+    for role, layout in layouts:
+        stage = layout.gpus_per_stage
+        if spans_domains(gpu, stage):
+            domain = local_domain_gpus(gpu)
+            notes.append(f"{role} {layout.short_name()}: each pipeline stage of {stage} GPUs spans "
+                         f"{-(-stage // domain)} local domains of {domain} {gpu.name}; its TP/EP/DP collectives "
+                         "are costed hierarchically (inside each domain, then over every GPU's own NIC)")
+    return notes
 
 
 def _rule_violations(ref, model: ModelSpec, gpu: GpuSpec, layout: Layout | None, prefill_layout: Layout | None,

@@ -134,7 +134,7 @@ class EstimateRequest(_Request):
     rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
                                    description="Poisson arrival rate")
     max_batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH, description="decode sequences per instance cap")
-    allow_cross_domain: bool = False
+    allow_cross_domain: bool = Field(default=True, description="spread a pipeline stage larger than the GPU's local domain over whole domains (collectives over the NICs), as solve does; false refuses it")
 
     @field_validator("model")
     @classmethod
