@@ -110,3 +110,17 @@ def test_a_layout_that_does_not_fit_is_an_input_error():
     plan = make_plan([make_pool("colocated", 1, tp=1)], model="llama-3.1-405b")
     with pytest.raises(InputError, match="misses by"):
         simulate(plan, num_requests=100)
+
+
+def test_simulate_reports_the_engine_rules_a_plan_breaks():
+    """A hand-edited plan whose decode pool runs PP 2 with the NIXL KV connector (vLLM 0.33.0 refuses
+    it, engines/rules.py pp_kv_connector) still simulates, as a what-if, and says which rule it breaks;
+    the plan as the optimizer writes it breaks none."""
+    from layoutopt.simulator.run import simulate
+
+    good = make_plan([make_pool("prefill", 1), make_pool("decode", 1)], rate_rps=2.0)
+    assert simulate(good, num_requests=200, seed=1).rule_violations == []
+    decode = make_pool("decode", 1).model_copy(update={"pp_size": 2, "gpus_per_instance": 4})
+    bad = make_plan([make_pool("prefill", 1), decode], rate_rps=2.0)
+    broken = simulate(bad, num_requests=200, seed=1).rule_violations
+    assert [v.rule for v in broken] == ["pp_kv_connector"], broken

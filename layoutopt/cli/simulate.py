@@ -98,5 +98,7 @@ def command(plan_path: Path, workload_path: Path | None, slo_path: Path | None, 
         echo_json(result)
     else:
         rendersimple_table(result)
+        for violation in result.rule_violations:
+            click.echo(f"engine rule broken: {violation}")
         if histogram_path is not None:
             click.echo(f"histogram written to {histogram_path}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from layoutopt.engines import RuleViolation
 from layoutopt.plan import Percentiles
 from layoutopt.simulator.engine import EngineTrace
 from layoutopt.simulator.pools import PoolCounters, PoolSpec, Requests
@@ -85,6 +86,9 @@ class SimulationResult(_Out):
     output_tok_per_s: float
     pools: list[PoolStats]
     simulated_s: float = Field(description="simulated time until the last request finished")
+    rule_violations: list[RuleViolation] = Field(
+        default_factory=list, description="engine rules of the plan's engine release its pools break (the "
+        "launch files would fail); the simulation runs them anyway, as a what-if")
     _samples: _Samples | None = PrivateAttr(default=None)
 
     def latency_samples_ms(self) -> tuple[np.ndarray, np.ndarray]:

@@ -130,9 +130,32 @@ def simulate(plan: Plan | str | Path, workload: Workload | None = None, *, rate_
         raise InputError("--rate", rate_rps, "an arrival rate in requests/s > 0 (--rate)")
     check_rate_rps("--rate", rate_rps)
     pools = plan_pool_specs(plan)
-    return simulate_pools(pools, workload, slo, rate_rps=rate_rps, num_requests=num_requests,
-                          duration_s=duration_s, seed=seed, colocated_share=_colocated_share(plan),
-                          model=plan.model, engine=plan.engine)
+    result = simulate_pools(pools, workload, slo, rate_rps=rate_rps, num_requests=num_requests,
+                            duration_s=duration_s, seed=seed, colocated_share=_colocated_share(plan),
+                            model=plan.model, engine=plan.engine)
+    return result.model_copy(update={"rule_violations": _rule_violations(plan)})
+
+
+def _rule_violations(plan: Plan) -> list:
+    """Engine rules of the plan's engine release its pools (and prefill/decode pairs) break."""
+    from layoutopt.engines import check_layout, check_pair, engine_ref_of
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.model_catalog.catalog import get_model
+
+    try:
+        ref = engine_ref_of(plan.engine)
+    except InputError:  # an engine name this layoutopt has no rules for ('custom' pools in tests)
+        return []
+    if ref is None:
+        return []
+    model = get_model(plan.model)
+    found = []
+    for pool in plan.pools:
+        found += check_layout(ref, model, get_gpu(pool.gpu), pool.layout, pool.role)
+    for prefill in (p for p in plan.pools if p.role == "prefill"):
+        for decode in (p for p in plan.pools if p.role == "decode"):
+            found += check_pair(ref, model, prefill.layout, decode.layout)
+    return list({str(v): v for v in found}.values())
 
 
 __all__ = ["simulate", "simulate_pools", "load_plan", "plan_workload", "plan_slo", "SimulationResult"]
