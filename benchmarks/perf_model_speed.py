@@ -1,7 +1,8 @@
 """How many candidate layouts the performance model evaluates per second on one core.
 
 One evaluation = the memory fit (``max_batch_size``) at the workload's context + the prefill time
-of one prompt + decode step times over a grid of batch sizes (one vectorized call). Candidates are
+of one prompt (``prefill_time_s``, the number the optimizer's step tables take) + decode step
+times over a grid of batch sizes (one vectorized call). Candidates are
 the product of a few models, GPUs, parallel degrees and precisions, filtered by ``check_layout``
 beforehand, the way the optimizer enumerates them. Two figures:
 
@@ -30,7 +31,7 @@ from layoutopt.model_catalog import get_model
 from layoutopt.perf_model import memory
 from layoutopt.perf_model.compute import forward_coefficients
 from layoutopt.plan import Layout
-from layoutopt.perf_model.step import decode_step_time_array, prefill_time
+from layoutopt.perf_model.step import decode_step_time_array, prefill_time_s
 
 MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-v3", "qwen3.5-397b-a17b",
           "gpt-oss-120b")
@@ -63,7 +64,7 @@ def evaluate(model, gpu, layout) -> float:
     fits = memory.max_batch_size(model, gpu, layout, CONTEXT_TOKENS)
     if fits < 1:
         return 0.0
-    prefill_time(model, gpu, layout, PROMPT_TOKENS)
+    prefill_time_s(model, gpu, layout, PROMPT_TOKENS)
     batches = BATCH_GRID[BATCH_GRID <= fits]
     step_s = decode_step_time_array(model, gpu, layout, batches, np.array([CONTEXT_TOKENS]))
     return float(np.max(batches / step_s))

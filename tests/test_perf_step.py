@@ -283,3 +283,14 @@ def test_steps_with_prompt_tokens_last_at_least_the_eager_launch_of_their_layers
     assert both[1] == pytest.approx(mixed.total_s)
     assert both[0] == pytest.approx(mixed_step_time(LLAMA8, H100, Layout(tp_size=8), 0, 0, 8, 1024,
                                                     engine=VLLM).total_s)
+
+
+@pytest.mark.parametrize("tp,pp,batch,cached", [(1, 1, 1, 0), (4, 2, 3, 512), (8, 1, 16, 100)])
+def test_prefill_time_s_is_prefill_time_total(tp, pp, batch, cached):
+    """The optimizer's float path gives the StepTime's total bit for bit."""
+    from layoutopt.perf_model.step import prefill_time_s
+
+    layout = Layout(tp_size=tp, pp_size=pp, weight_precision="fp8")
+    for engine in ("vllm", "sglang", "trtllm"):
+        assert prefill_time_s(LLAMA70, H100, layout, 2048, batch, cached, engine=engine) == prefill_time(
+            LLAMA70, H100, layout, 2048, batch, cached, engine=engine).total_s

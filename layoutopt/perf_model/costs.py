@@ -292,8 +292,8 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
 
     def prefill_one(length: float) -> float:
         cached = int(round(length * hit))
-        return step.prefill_time(model, gpu, layout, int(round(length)), batch_size=ranks, cached_tokens=cached,
-                                 engine=profile).total_s
+        return step.prefill_time_s(model, gpu, layout, int(round(length)), batch_size=ranks, cached_tokens=cached,
+                                   engine=profile)
 
     zeros = read_only(np.zeros_like(tokens))
     prefill_s, poly = zeros, np.zeros(3)
@@ -309,9 +309,8 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         if per_step >= 2:
             length = int(round(mean_input))
             cached = int(round(mean_input * hit))
-            one = step.prefill_time(model, gpu, layout, length, ranks, cached, engine=profile).total_s
-            full = step.prefill_time(model, gpu, layout, length, int(per_step) * ranks, cached,
-                                     engine=profile).total_s
+            one = step.prefill_time_s(model, gpu, layout, length, ranks, cached, engine=profile)
+            full = step.prefill_time_s(model, gpu, layout, length, int(per_step) * ranks, cached, engine=profile)
             fixed_s = min(max((per_step * one - full) / (per_step - 1.0), 0.0), one)
         full_batch = np.maximum(np.minimum(budget / np.maximum(uncached, 1.0), per_step), 1.0)
         occupancy = (prefill_s - fixed_s * (1.0 - 1.0 / full_batch)) / layout.pp_size

@@ -120,6 +120,22 @@ def _prefill_pairs(c: ForwardCoefficients, model: ModelSpec, new_tokens, cached_
 
 def prefill_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens: int, batch_size: int = 1,
                  cached_tokens: int = 0, engine: EngineLike = "vllm", link: Link | None = None) -> StepTime:
+    """One forward pass over ``batch_size`` prompts of ``prompt_tokens`` tokens each; see
+    :func:`_prefill_parts`. With PP: the full pipeline latency of that batch."""
+    return _step_time(*_prefill_parts(model, gpu, layout, prompt_tokens, batch_size, cached_tokens, engine, link))
+
+
+def prefill_time_s(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens: int, batch_size: int = 1,
+                   cached_tokens: int = 0, engine: EngineLike = "vllm", link: Link | None = None) -> float:
+    """``prefill_time(...).total_s`` (the same number) without building the StepTime: what the
+    optimizer's step tables ask for thousands of times."""
+    compute_s, memory_s, comm_s, overhead_s = _prefill_parts(model, gpu, layout, prompt_tokens, batch_size,
+                                                             cached_tokens, engine, link)
+    return float(compute_s + memory_s + comm_s + overhead_s)
+
+
+def _prefill_parts(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens: int, batch_size: int,
+                   cached_tokens: int, engine: EngineLike, link: Link | None) -> tuple[float, float, float, float]:
     """One forward pass over ``batch_size`` prompts of ``prompt_tokens`` tokens each, of which
     ``cached_tokens`` are a prefix-cache hit. With PP: the full pipeline latency of that batch.
 
@@ -140,7 +156,7 @@ def prefill_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens: 
         prefill_cached_tokens=cached_tokens * prompts_rank, prefill_indexer_pairs=indexer_pairs * share)
     comm_s += _stage_hop_s(c, tokens, layout.pp_size - 1)
     overhead_s += c.profile.step_overhead_ms * 1e-3
-    return _step_time(compute_s, memory_s, comm_s, overhead_s)
+    return compute_s, memory_s, comm_s, overhead_s
 
 
 def _decode_costs(model, gpu, layout, c: ForwardCoefficients, batch, context, split: bool = True):
