@@ -86,18 +86,7 @@ def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
                 assert all(len(placed.gpus_by_node[n]) == 8 for n in placed.nodes)
         files = render(solved, engine=release, plots=False)
         assert check_emitted_files(files, *release.split("==")) >= len(solved.pools)
-        text = "\n".join(t for p, t in files.items() if p.startswith("launch/"))
-        # The command keeps the engine's default EP exchange, which is what the model costs; the note
-        # says so and names DeepEP as the faster option it does not count on.
-        if release.startswith("vllm"):
-            assert "--data-parallel-size-local" in text and "--headless" in text
-            assert "# NOTE: expert parallelism over" in text and "cost exactly that" in text
-            assert "--all2all-backend deepep_" in text
-            assert not any("--all2all-backend" in command for command in engine_commands(text))
-        else:
-            assert "--nnodes" in text and "--attn-dp-size" in text
-            assert "cost exactly that" in text and "--moe-a2a-backend deepep" in text
-            assert not any("--moe-a2a-backend" in command for command in engine_commands(text))
+        _check_multi_node_ep_launch(files, release)
 
 
 def test_llama_70b_on_8_l40s_gets_tp_inside_the_pcie_server():
@@ -133,18 +122,7 @@ def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
     for release in ("vllm==0.33.0", "sglang==0.5.23"):
         files = render(solved, engine=release, plots=False)
         assert check_emitted_files(files, *release.split("==")) >= len(solved.pools)
-        text = "\n".join(t for p, t in files.items() if p.startswith("launch/"))
-        # The command keeps the engine's default EP exchange, which is what the model costs; the note
-        # says so and names DeepEP as the faster option it does not count on.
-        if release.startswith("vllm"):
-            assert "--data-parallel-size-local" in text and "--headless" in text
-            assert "# NOTE: expert parallelism over" in text and "cost exactly that" in text
-            assert "--all2all-backend deepep_" in text
-            assert not any("--all2all-backend" in command for command in engine_commands(text))
-        else:
-            assert "--nnodes" in text and "--attn-dp-size" in text
-            assert "cost exactly that" in text and "--moe-a2a-backend deepep" in text
-            assert not any("--moe-a2a-backend" in command for command in engine_commands(text))
+        _check_multi_node_ep_launch(files, release)
 
 
 def test_llama_70b_on_8_l40s_solves_with_tp_and_places_on_one_server():
@@ -189,3 +167,19 @@ def test_estimate_costs_a_stage_over_whole_nodes_and_says_so():
     assert not any("spans" in note for note in inside.notes)
     with pytest.raises(LayoutError, match="local domain"):
         estimate("deepseek-v3", "H100", isl=1400, osl=250, layout=dep32, rate=5.0, allow_cross_domain=False)
+
+
+def _check_multi_node_ep_launch(files: dict[str, str], release: str) -> None:
+    """The launch scripts of an EP instance over nodes: multi-node flags, and the engine's default EP
+    exchange (what the model costs) kept, with a note naming DeepEP as the faster option it does not
+    count on."""
+    text = "\n".join(t for p, t in files.items() if p.startswith("launch/"))
+    if release.startswith("vllm"):
+        assert "--data-parallel-size-local" in text and "--headless" in text
+        assert "# NOTE: expert parallelism over" in text and "cost exactly that" in text
+        assert "--all2all-backend deepep_" in text
+        assert not any("--all2all-backend" in command for command in engine_commands(text))
+    else:
+        assert "--nnodes" in text and "--attn-dp-size" in text
+        assert "cost exactly that" in text and "--moe-a2a-backend deepep" in text
+        assert not any("--moe-a2a-backend" in command for command in engine_commands(text))
