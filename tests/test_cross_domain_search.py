@@ -89,42 +89,6 @@ def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
         _check_multi_node_ep_launch(files, release)
 
 
-def test_llama_70b_on_8_l40s_gets_tp_inside_the_pcie_server():
-    names = {name for _, name in _survivors("llama-3.1-70b", "L40S", 8)}
-    assert {"tp4-fp8-kvbf16", "tp8-fp8-kvbf16", "tp4-pp2-fp8-kvbf16"} <= names
-    assert not any(n.startswith("tp16") for n in names)  # 16 GPUs: over the budget
-
-
-def test_a_spread_stage_packs_one_whole_domain_per_unit():
-    h100 = get_gpu("H100")
-    shape = candidate_shape(Proposal(role="decode", gpu=h100, layout=Layout(tp_size=2, dp_size=16, ep_size=32)),
-                            get_model("deepseek-v3"), preset_workload("chat"), 0.7, None, 1.0)
-    assert shape.domain_group_gpus == 8
-    l40s = get_gpu("L40S")
-    shape = candidate_shape(Proposal(role="colocated", gpu=l40s, layout=Layout(tp_size=4, pp_size=2)),
-                            get_model("llama-3.1-70b"), preset_workload("chat"), 0.7, None, 1.0)
-    assert shape.domain_group_gpus == 8                  # the PP link is PCIe: one server
-
-
-def test_deepseek_on_64_h100_solves_places_and_emits_a_spread_stage():
-    solved = solve("deepseek-v3", "64xH100", EXAMPLES / "slo.yaml")
-    assert solved.status == "optimal"
-    spread = [p for p in solved.pools if p.layout.gpus_per_stage > 8]
-    assert spread, [p.layout.short_name() for p in solved.pools]   # the model finds DEP across nodes pays
-    cluster = cluster_from_budget(parse_budget("64xH100"))
-    assert validate_placement(solved, cluster) == []
-    pools = {id(p): i for i, p in enumerate(solved.pools)}
-    for pool_ in spread:
-        index = pools[id(pool_)]
-        for placed in [p for p in solved.placement if p.pool_index == index]:
-            assert len(placed.nodes) == pool_.layout.gpus_per_stage // 8
-            assert all(len(placed.gpus_by_node[n]) == 8 for n in placed.nodes)
-    for release in ("vllm==0.33.0", "sglang==0.5.23"):
-        files = render(solved, engine=release, plots=False)
-        assert check_emitted_files(files, *release.split("==")) >= len(solved.pools)
-        _check_multi_node_ep_launch(files, release)
-
-
 def test_llama_70b_on_8_l40s_solves_with_tp_and_places_on_one_server():
     solved = solve("llama-3.1-70b", "8xL40S", EXAMPLES / "slo.yaml")
     assert solved.status in ("optimal", "feasible") and all(p.tp_size > 1 for p in solved.pools)
