@@ -421,8 +421,13 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
             window_ctx = _min(decode_ctx, c.sliding_window_tokens)
             flops = flops + window_ctx * c.attn_flops_per_ctx_token_sliding
             kv_bytes = kv_bytes + window_ctx * c.kv_bytes_per_token_sliding
-        dec_c, dec_m = roofline(decode_seqs * (flops / c.attention_flops_per_s), decode_seqs * (kv_bytes / hbm))
-        compute_s, memory_s = compute_s + dec_c, memory_s + dec_m
+        flop_s_per_seq, byte_s_per_seq = flops / c.attention_flops_per_s, kv_bytes / hbm
+        if split:
+            dec_c, dec_m = roofline(decode_seqs * flop_s_per_seq, decode_seqs * byte_s_per_seq)
+            compute_s, memory_s = compute_s + dec_c, memory_s + dec_m
+        else:
+            # max(s a, s b) = s max(a, b) for s >= 0, exactly (rounding is monotone): one product.
+            compute_s = compute_s + decode_seqs * _max(flop_s_per_seq, byte_s_per_seq)
 
     prefill_attn_s = 0.0
     if isinstance(prefill_tokens, np.ndarray) or prefill_tokens or prefill_pairs:

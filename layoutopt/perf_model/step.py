@@ -164,7 +164,8 @@ def _decode_costs(model, gpu, layout, c: ForwardCoefficients, batch, context, sp
     seqs_rank = microbatch / layout.dp_size if layout.dp_size > 1 else microbatch
     compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
         c, tokens=seqs_rank, logit_tokens=seqs_rank, decode_seqs=seqs_rank, decode_ctx=context, split=split)
-    comm_s = comm_s + _stage_hop_s(c, seqs_rank, layout.pp_size)
+    if layout.pp_size > 1:  # (adding the 0.0 of no stage hops would change nothing)
+        comm_s = comm_s + _stage_hop_s(c, seqs_rank, layout.pp_size)
     overhead_s = overhead_s + c.profile.step_overhead_ms * 1e-3
     return compute_s, memory_s, comm_s, overhead_s
 
