@@ -49,6 +49,7 @@ from layoutopt.perf_model.calibration import (
     NCCL_ALLREDUCE_LATENCY_US,
 )
 from layoutopt.perf_model.links import GroupLink, Link, SpanningGroup
+from layoutopt.perf_model.memo import identity_memo
 
 _LOGS = BANDWIDTH_SATURATION_LOG_BYTES
 _FRACS = BANDWIDTH_SATURATION_FRACTION
@@ -86,45 +87,24 @@ def line_rate_gb_per_s(link: Link, group_gpus: int | None = None) -> float:
     return link.bandwidth_gb_per_s * min(max(group_gpus - 1, 1), link.mesh_peers) / link.mesh_peers
 
 
-# Asymptotic bus bandwidth (line rate x efficiency, GB/s) by (id(link), group GPUs, all-reduce):
-# hot loops ask for the same few frozen links again and again. Each entry keeps its link alive,
-# so the id stays that link's.
-_ASYMPTOTIC: dict[tuple, tuple[Link, float]] = {}
-
-
+@identity_memo
 def _asymptotic_gb_per_s(link: Link, group_gpus: int | None, allreduce: bool) -> float:
-    key = (id(link), group_gpus, allreduce)
-    hit = _ASYMPTOTIC.get(key)
-    if hit is None:
-        if len(_ASYMPTOTIC) >= 4096:
-            _ASYMPTOTIC.clear()
-        hit = _ASYMPTOTIC[key] = (link, line_rate_gb_per_s(link, group_gpus) * link_efficiency(link, allreduce))
-    return hit[1]
+    """Line rate x efficiency (GB/s) of ``link`` for a group of ``group_gpus``: the same few frozen
+    links recur in every step (memoized by identity)."""
+    return line_rate_gb_per_s(link, group_gpus) * link_efficiency(link, allreduce)
 
 
-# (fixed seconds, wire share of the message, asymptotic GB/s) of a collective on one link by
-# (kind, id(link), GPUs, engine latency): the same few groups recur in every step.
-_FLAT: dict[tuple, tuple[Link, tuple[float, float, float]]] = {}
-
-
+@identity_memo
 def _flat_terms(link: Link, n: int, latency_us: float, kind: str) -> tuple[float, float, float]:
     """A collective over ``n`` GPUs on one link: fixed latency (s), the share of the message that
     crosses the wire (ring: all-reduce 2(n-1)/n, all-gather and all-to-all (n-1)/n) and the link's
-    asymptotic bus bandwidth (GB/s) for that kind."""
-    key = (kind, id(link), n, latency_us)
-    hit = _FLAT.get(key)
-    if hit is not None:
-        return hit[1]
+    asymptotic bus bandwidth (GB/s) for that kind (memoized by identity: the same few groups recur
+    in every step)."""
     if kind == "allreduce":
         share, hops = 2.0 * (n - 1) / n, _hops(link, 2 * (n - 1))
     else:
         share, hops = (n - 1) / n, 1 if kind == "alltoall" else _hops(link, n - 1)
-    terms = ((latency_us + hops * link.latency_us) * 1e-6, share,
-             _asymptotic_gb_per_s(link, n, kind == "allreduce"))
-    if len(_FLAT) >= 4096:
-        _FLAT.clear()
-    _FLAT[key] = (link, terms)
-    return terms
+    return (latency_us + hops * link.latency_us) * 1e-6, share, _asymptotic_gb_per_s(link, n, kind == "allreduce")
 
 
 def achieved_bandwidth_gb_per_s(link: Link, message_bytes, allreduce: bool = False, group_gpus: int | None = None):
@@ -178,14 +158,10 @@ def allreduce_time_s(message_bytes, num_gpus: int, link: GroupLink, latency_us: 
     link, hierarchical (see the module docstring) on a ``SpanningGroup``; ``times`` of them in a row."""
     if num_gpus <= 1:
         return 0.0
-    if times != 1 and not isinstance(link, SpanningGroup):
-        fixed_s, share, rate = _flat_terms(link, num_gpus, latency_us, "allreduce")
-        return times * fixed_s + (times * share / (rate * 1e9)) * message_bytes / bandwidth_saturation_fraction(
-            message_bytes)
-    if times != 1:
-        return times * allreduce_time_s(message_bytes, num_gpus, link, latency_us)
     n = num_gpus
     if isinstance(link, SpanningGroup):
+        if times != 1:
+            return times * allreduce_time_s(message_bytes, num_gpus, link, latency_us)
         num_domains, d = _split(link, n)
         local_bytes = 2.0 * (d - 1.0) / d * message_bytes          # reduce-scatter + all-gather in the domain
         network_bytes = 2.0 * (num_domains - 1) / num_domains * message_bytes / d  # S/d shard, own NIC
@@ -193,7 +169,8 @@ def allreduce_time_s(message_bytes, num_gpus: int, link: GroupLink, latency_us: 
         fixed_s = _spanning_fixed_s(latency_us, link, local_hops, 2 * _network_steps(num_domains))
         return fixed_s + _local_and_network_s(local_bytes, network_bytes, link, message_bytes, d)
     fixed_s, share, rate = _flat_terms(link, n, latency_us, "allreduce")
-    return fixed_s + (share / (rate * 1e9)) * message_bytes / bandwidth_saturation_fraction(message_bytes)
+    return times * fixed_s + (times * share / (rate * 1e9)) * message_bytes / bandwidth_saturation_fraction(
+        message_bytes)
 
 
 def allgather_time_s(total_bytes, num_gpus: int, link: GroupLink, latency_us: float):

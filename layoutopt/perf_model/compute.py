@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache, wraps
+from functools import lru_cache
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from layoutopt.perf_model.calibration import (
     resolve_engine,
 )
 from layoutopt.perf_model.generations import generation_scales, weight_only_dequant_scale
+from layoutopt.perf_model.memo import identity_memo
 from layoutopt.perf_model.precision import compute_precision, is_weight_only
 from layoutopt.plan import Layout
 from layoutopt.perf_model.links import (
@@ -153,35 +154,6 @@ class ForwardCoefficients:
     cp_gather_bytes_per_token: float   # DCP/PCP attention output + LSE per attention layer
     num_attention_layers: int
     kv_bytes_per_token_per_layer_rank: float  # PCP ring exchange chunk per token
-
-
-def identity_memo(function):
-    """Memoize ``function`` of positional, immutable arguments, looking them up by identity first.
-
-    Hot loops pass the same frozen objects again and again; hashing a pydantic model costs
-    microseconds, ``id`` does not. Each entry keeps its arguments alive, so their ids stay theirs.
-    Misses fall through to ``function`` (itself ``lru_cache``d by value).
-    """
-    cache: dict[tuple, tuple] = {}
-
-    @wraps(function)
-    def memoized(*args):
-        key = tuple(map(id, args))
-        hit = cache.get(key)
-        if hit is not None:
-            return hit[1]
-        value = function(*args)
-        if len(cache) >= 4096:
-            cache.clear()
-        cache[key] = (args, value)
-        return value
-
-    def cache_clear() -> None:
-        cache.clear()
-        getattr(function, "cache_clear", lambda: None)()
-
-    memoized.cache_clear = cache_clear
-    return memoized
 
 
 @identity_memo
@@ -391,10 +363,8 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
         moe_tokens = tokens * c.dp if c.dp > 1 else tokens  # every attention-DP rank feeds the shared expert layers
         routed = moe_tokens * k
         imbalance = expert_load_imbalance(routed, c.ep, p.moe_imbalance)
-        # Experts touched per rank (expected_distinct_experts / ep, imbalance applied) and routed
-        # (token, expert) pairs per rank.
-        per_rank = e / c.ep
-        touched_rank = _min(per_rank, (1.0 - (1.0 - k / e) ** moe_tokens) * per_rank * imbalance)
+        # Experts touched and routed (token, expert) pairs per rank, imbalance applied.
+        touched_rank = _min(e / c.ep, expected_distinct_experts(e, k, moe_tokens) / c.ep * imbalance)
         pairs_rank = routed * (imbalance / c.ep) if c.ep > 1 else routed
         # Grouped GEMM: rows per expert = pairs / touched experts, so compute = FLOPs x (1 + half/rows).
         expert_s_per_pair = c.expert_slice_flops_per_token * c.num_moe_layers / (

@@ -29,7 +29,7 @@ from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.perf_model.workload_grids import output_moments
 from layoutopt.plan import ErrorBand, Layout
 from layoutopt.perf_model.links import Link, kv_transfer_link
-from layoutopt.perf_model.spans import local_domain_gpus, spans_domains
+from layoutopt.perf_model.spans import local_domain_gpus, spans_domains, units_per_stage
 from layoutopt.perf_model.load import LatencyStats, LoadPoint, load_at_rate, rows_at_rate, series_ttft
 from layoutopt.workloads.distributions import FixedLength
 from layoutopt.workloads.workload import Workload
@@ -249,10 +249,10 @@ def _span_notes(gpu: GpuSpec, layouts: list[tuple[str, Layout]]) -> list[str]:
     for role, layout in layouts:
         stage = layout.gpus_per_stage
         if spans_domains(gpu, stage):
-            domain = local_domain_gpus(gpu)
             notes.append(f"{role} {layout.short_name()}: each pipeline stage of {stage} GPUs spans "
-                         f"{-(-stage // domain)} local domains of {domain} {gpu.name}; its TP/EP/DP collectives "
-                         "are costed hierarchically (inside each domain, then over every GPU's own NIC)")
+                         f"{units_per_stage(gpu, stage)} local domains of {local_domain_gpus(gpu)} {gpu.name}; "
+                         "its TP/EP/DP collectives are costed hierarchically (inside each domain, then over every "
+                         "GPU's own NIC)")
     return notes
 
 

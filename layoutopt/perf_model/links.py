@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.perf_model.calibration import LINK_LATENCY_US, PCIE_SERVER_GPUS
 from layoutopt.perf_model.generations import generation_spec
+from layoutopt.perf_model.memo import identity_memo
 
 LinkKind = Literal["nvlink", "pcie", "network"]
 
@@ -58,24 +59,12 @@ class SpanningGroup(BaseModel):
 GroupLink: TypeAlias = Link | SpanningGroup
 
 
-# nvlink() by id(gpu): every layout of a GPU asks for its fabric several times. Each entry keeps
-# its GPU alive, so the id stays that GPU's.
-_NVLINK: dict[int, tuple[GpuSpec, "Link"]] = {}
-
-
+@identity_memo
 def nvlink(gpu: GpuSpec) -> Link:
     """The scale-up fabric of ``gpu`` (NVLink/NVSwitch, xGMI), with its generation's collective
     efficiencies: in-switch all-reduce (NVLS) only on Hopper and Blackwell NVSwitch; rings on
-    A100's NVSwitch and on AMD's switchless xGMI mesh (data/generations.yaml)."""
-    hit = _NVLINK.get(id(gpu))
-    if hit is None:
-        if len(_NVLINK) >= 1024:
-            _NVLINK.clear()
-        hit = _NVLINK[id(gpu)] = (gpu, _nvlink(gpu))
-    return hit[1]
-
-
-def _nvlink(gpu: GpuSpec) -> Link:
+    A100's NVSwitch and on AMD's switchless xGMI mesh (data/generations.yaml). One Link per GPU
+    object (memoized by identity: every layout of a GPU asks for it several times)."""
     spec = generation_spec(gpu)
     mesh = gpu.scaleup_domain_gpus - 1 if spec.scaleup_mesh and gpu.scaleup_domain_gpus > 1 else None
     return Link(kind="nvlink", bandwidth_gb_per_s=gpu.scaleup_gb_per_s, latency_us=LINK_LATENCY_US["nvlink"],

@@ -200,11 +200,9 @@ def decode_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, batch
         # One context for every batch: a Python float broadcasts to the same shape and values, and
         # skips a dozen ufunc calls on one-element arrays (the optimizer's hot loop).
         context = float(context.reshape(-1)[0])
-    compute_s, memory_s, comm_s, overhead_s = _decode_costs(model, gpu, layout, c, batch, context, split=False)
-    # split=False leaves memory_s 0.0 (a float); adding it would change nothing.
-    if isinstance(memory_s, float) and memory_s == 0.0:
-        return compute_s + comm_s + overhead_s
-    return compute_s + memory_s + comm_s + overhead_s
+    # split=False puts every op group's roofline time in compute_s (memory_s is 0.0).
+    compute_s, _, comm_s, overhead_s = _decode_costs(model, gpu, layout, c, batch, context, split=False)
+    return compute_s + comm_s + overhead_s
 
 
 def mixed_step_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_tokens: int,

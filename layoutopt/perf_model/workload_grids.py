@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from layoutopt.perf_model.compute import identity_memo
+from layoutopt.perf_model.memo import identity_memo
 from layoutopt.perf_model.grids import geometric_grid, sorted_unique
 from layoutopt.workloads.workload import Workload
 

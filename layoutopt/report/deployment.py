@@ -103,23 +103,13 @@ def check_plan(plan: Plan, release: EngineRelease) -> None:
 def check_engine_rules(plan: Plan, release: EngineRelease, model, gpus: list) -> None:
     """Raise InputError when a pool breaks a rule of the engine release (with the rule's source):
     such launch files would fail at start-up or in the KV handshake."""
-    from layoutopt.engines import check_layout, check_node_split, check_pair
+    from layoutopt.engines.plan_rules import plan_rule_violations
 
-    found = []
-    for pool, gpu in zip(plan.pools, gpus):
-        found += check_layout(release.spec, model, gpu, pool.layout, pool.role)
-    for placed in plan.placement:  # how a cluster file's placement splits each instance over its nodes
-        if placed.pool_index is not None and placed.pool_index < len(plan.pools) and len(placed.gpus_by_node) > 1:
-            found += check_node_split(release.spec, plan.pools[placed.pool_index].layout,
-                                      [len(g) for g in placed.gpus_by_node.values()])
-    for prefill in (p for p in plan.pools if p.role == "prefill"):
-        for decode in (p for p in plan.pools if p.role == "decode"):
-            found += check_pair(release.spec, model, prefill.layout, decode.layout)
+    found = plan_rule_violations(release.spec, plan, model, gpus)
     if found:
-        unique = list(dict.fromkeys(str(v) for v in found))
         raise InputError("plan.pools", "; ".join(f"{p.role} {p.layout.short_name()}" for p in plan.pools),
-                         f"layouts {release.spec} can run", "; ".join(unique) + "; re-plan with solve --engine "
-                         f"{release.spec}, which never proposes them")
+                         f"layouts {release.spec} can run", "; ".join(str(v) for v in found)
+                         + f"; re-plan with solve --engine {release.spec}, which never proposes them")
 
 
 def _context_tokens(plan: Plan, role: str) -> float | None:

@@ -137,8 +137,9 @@ def simulate(plan: Plan | str | Path, workload: Workload | None = None, *, rate_
 
 
 def _rule_violations(plan: Plan) -> list:
-    """Engine rules of the plan's engine release its pools (and prefill/decode pairs) break."""
-    from layoutopt.engines import check_layout, check_pair, engine_ref_of
+    """Engine rules of the plan's engine release its pools break (``engines.plan_rule_violations``)."""
+    from layoutopt.engines import engine_ref_of
+    from layoutopt.engines.plan_rules import plan_rule_violations
     from layoutopt.hardware_catalog.catalog import get_gpu
     from layoutopt.model_catalog.catalog import get_model
 
@@ -148,14 +149,7 @@ def _rule_violations(plan: Plan) -> list:
         return []
     if ref is None:
         return []
-    model = get_model(plan.model)
-    found = []
-    for pool in plan.pools:
-        found += check_layout(ref, model, get_gpu(pool.gpu), pool.layout, pool.role)
-    for prefill in (p for p in plan.pools if p.role == "prefill"):
-        for decode in (p for p in plan.pools if p.role == "decode"):
-            found += check_pair(ref, model, prefill.layout, decode.layout)
-    return list({str(v): v for v in found}.values())
+    return plan_rule_violations(ref, plan, get_model(plan.model), [get_gpu(pool.gpu) for pool in plan.pools])
 
 
 __all__ = ["simulate", "simulate_pools", "load_plan", "plan_workload", "plan_slo", "SimulationResult"]
