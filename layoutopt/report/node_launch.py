@@ -72,19 +72,12 @@ class NodeLaunch(_Frozen):
     notes: tuple[str, ...] = ()
 
 
-# The flag and value each engine's launch uses for the EP exchange the performance model costs
-# (EngineProfile.ep_exchange, perf_model/compute.py moe_exchange_time_s), and the engine's own words for
-# it. None: the engine's default, no flag. vLLM: --all2all-backend (config/parallel.py:220-235 in 0.33.0);
-# SGLang: --moe-a2a-backend (arg_groups/fields/exec_.py:836-869 in 0.5.23).
-EP_BACKENDS: dict[str, dict[str, tuple[str, str | None]]] = {
-    "vllm": {"allgather_reducescatter": ("--all2all-backend", None),
-             "alltoall": ("--all2all-backend", "deepep_low_latency")},
-    "sglang": {"dp_gather": ("--moe-a2a-backend", None),
-               "alltoall": ("--moe-a2a-backend", "deepep")},
-}
-# What a user could switch on instead of the default, per engine: the DeepEP backends, which send each
-# token only to the ranks of its routed experts (vLLM config/parallel.py:223-224: high-throughput for
-# prefill, low-latency for decode; SGLang --moe-a2a-backend deepep with --deepep-mode).
+# The DeepEP backends, which send each token only to the ranks of its routed experts: what the command
+# selects where a profile costs that all-to-all (EngineProfile.ep_exchange 'alltoall'), else what the
+# cross-node note offers instead of the engine's default (no flag: vLLM --all2all-backend
+# allgather_reducescatter, config/parallel.py:220-235 in 0.33.0; SGLang --moe-a2a-backend none,
+# arg_groups/fields/exec_.py:836-869 in 0.5.23). vLLM: high-throughput for prefill, low-latency for
+# decode (config/parallel.py:223-224); SGLang --moe-a2a-backend deepep with --deepep-mode.
 DEEPEP_FLAGS: dict[str, dict[str, str]] = {
     "vllm": {"prefill": "--all2all-backend deepep_high_throughput", "decode": "--all2all-backend deepep_low_latency"},
     "sglang": {"prefill": "--moe-a2a-backend deepep", "decode": "--moe-a2a-backend deepep"},
@@ -109,10 +102,9 @@ def ep_exchange(engine: str) -> str:
 def ep_backend_args(engine: str, pool: Pool) -> list[str]:
     """The flags selecting the EP exchange the model costs, for a layout whose attention-DP ranks feed
     expert-parallel MoE layers (nothing where the engine's default is the costed one)."""
-    if pool.ep_size <= 1 or pool.dp_size <= 1:
+    if pool.ep_size <= 1 or pool.dp_size <= 1 or ep_exchange(engine) != "alltoall":
         return []
-    flag, value = EP_BACKENDS[engine][ep_exchange(engine)]
-    return [] if value is None else [flag, value]
+    return DEEPEP_FLAGS[engine]["prefill" if pool.role == "prefill" else "decode"].split()
 
 
 def cross_node_ep_note(engine: str, pool: Pool) -> str:
