@@ -211,14 +211,15 @@ def test_dp_pp_placement_message_names_the_domains_and_the_source():
 
 
 def test_local_domain_of_the_rules_is_the_performance_models():
-    from layoutopt.engines.rules import local_domain_gpus
+    """The rules read GpuSpec.local_domain_gpus; the performance model's fabric (links.local_domain)
+    covers the same GPUs."""
     from layoutopt.hardware_catalog.catalog import list_gpus
-    from layoutopt.perf_model.spans import local_domain_gpus as perf_local_domain_gpus
+    from layoutopt.perf_model.links import local_domain
 
     gpus = list_gpus()
-    assert {local_domain_gpus(g) for g in gpus} >= {8, 72}  # HGX / PCIe servers and NVL72
+    assert {g.local_domain_gpus for g in gpus} >= {8, 72}  # HGX / PCIe servers and NVL72
     for gpu in gpus:
-        assert local_domain_gpus(gpu) == perf_local_domain_gpus(gpu), gpu.name
+        assert gpu.local_domain_gpus == local_domain(gpu)[1], gpu.name
 
 
 # (layout, GPUs used on each node, SGLang refuses, vLLM refuses): how a placement splits an instance.

@@ -67,18 +67,6 @@ QUANTIZATION_METHOD = {"vllm": {"fp8": "fp8", "fp4": "modelopt_fp4", "int4": "co
 KV_FP8_DTYPE = {"vllm": "fp8", "sglang": "fp8_e4m3"}
 
 
-# GPUs of the local domain the performance model and placement put a stage's units in
-# (perf_model.links.local_domain): the scale-up domain, else one PCIe server. Engine rules sit
-# below the performance model, so they read the GPU row here; tests/test_engines_rules.py checks
-# the two agree on every catalog GPU.
-PCIE_SERVER_GPUS = 8
-
-
-def local_domain_gpus(gpu: GpuSpec) -> int:
-    """GPUs of one local domain of ``gpu``: its scale-up domain, else a PCIe server."""
-    return gpu.scaleup_domain_gpus if gpu.scaleup_gb_per_s > 0 and gpu.scaleup_domain_gpus > 1 else PCIE_SERVER_GPUS
-
-
 class RuleViolation(BaseModel):
     """A layout breaks one engine rule: which, with what values, and where the rule is written."""
 
@@ -339,7 +327,7 @@ def _vllm_dp_pp_placement(check: _Checker, model: ModelSpec, gpu: GpuSpec, layou
     if dp == 1 or pp == 1 or not model.is_moe:
         return  # without DP ranks sharing MoE layers, where each rank's stages sit costs nothing
     fact = check.fact("dp_rank_gpus")
-    domain = local_domain_gpus(gpu)
+    domain = gpu.local_domain_gpus
     rank_stage = layout.tp_size * layout.pcp_size
     if fact is None or fact.value != "dp_outer_pp_inner" or layout.gpus_per_instance <= domain \
             or rank_stage % domain == 0:

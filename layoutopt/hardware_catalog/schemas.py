@@ -68,6 +68,10 @@ class GpuPrice(_Frozen):
         return self
 
 
+# GPUs a PCIe-only server (scale-up domain 1) holds behind its PCIe switches [estimate: 8-GPU boxes].
+PCIE_SERVER_GPUS = 8
+
+
 class GpuSpec(_Frozen):
     """Peak numbers of one GPU model, as the vendor or a measurement reports them."""
 
@@ -107,6 +111,12 @@ class GpuSpec(_Frozen):
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * 2**30
+
+    @property
+    def local_domain_gpus(self) -> int:
+        """GPUs of one local domain: the scale-up (NVLink, xGMI) domain, else one PCIe server."""
+        return self.scaleup_domain_gpus if self.scaleup_gb_per_s > 0 and self.scaleup_domain_gpus > 1 \
+            else PCIE_SERVER_GPUS
 
     @property
     def compute_capability_x10(self) -> int | None:

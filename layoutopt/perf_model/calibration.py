@@ -189,8 +189,6 @@ LINK_EFFICIENCY: dict[str, float] = {"nvlink": 0.82, "pcie": 0.80, "network": 0.
 ALLREDUCE_LINK_EFFICIENCY: dict[str, float] = {"nvlink": 478.9 / 450.0, "pcie": 0.80, "network": 0.94}
 # One-way latency of one hop [estimate: NVSwitch ~1 us, PCIe switch ~2 us, IB NDR HCA+switch ~5 us].
 LINK_LATENCY_US: dict[str, float] = {"nvlink": 1.0, "pcie": 2.0, "network": 5.0}
-# GPUs a PCIe-only server (scale-up domain 1) holds behind its PCIe switches [estimate: 8-GPU boxes].
-PCIE_SERVER_GPUS = 8
 
 # Message-size dependence of collective bandwidth. Measured H100 8-GPU NCCL all-reduce bus
 # bandwidth (NVLS, NCCL 2.18.5) [AZ-H100]: message bytes -> busbw GB/s.

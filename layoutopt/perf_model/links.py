@@ -14,8 +14,8 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from layoutopt.hardware_catalog.schemas import GpuSpec
-from layoutopt.perf_model.calibration import LINK_LATENCY_US, PCIE_SERVER_GPUS
+from layoutopt.hardware_catalog.schemas import PCIE_SERVER_GPUS, GpuSpec
+from layoutopt.perf_model.calibration import LINK_LATENCY_US
 from layoutopt.perf_model.generations import generation_spec
 from layoutopt.perf_model.memo import identity_memo
 
@@ -98,8 +98,8 @@ def intra_instance_link(gpu: GpuSpec, group_gpus: int) -> Link:
 def local_domain(gpu: GpuSpec) -> tuple[Link, int]:
     """(fabric, GPUs) of the local domain of ``gpu``: its scale-up domain, else a PCIe server."""
     if gpu.scaleup_gb_per_s > 0 and gpu.scaleup_domain_gpus > 1:
-        return nvlink(gpu), gpu.scaleup_domain_gpus
-    return pcie_link(gpu), PCIE_SERVER_GPUS
+        return nvlink(gpu), gpu.local_domain_gpus
+    return pcie_link(gpu), gpu.local_domain_gpus
 
 
 def collective_group_link(gpu: GpuSpec, group_gpus: int, stride_gpus: int = 1) -> GroupLink:

@@ -13,12 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
-from layoutopt.perf_model.links import local_domain
 
 
 def local_domain_gpus(gpu: GpuSpec) -> int:
     """GPUs of one local domain of ``gpu``: its scale-up domain, else a PCIe server."""
-    return local_domain(gpu)[1]
+    return gpu.local_domain_gpus
 
 
 def stage_unit_gpus(gpu: GpuSpec, gpus_per_stage):
