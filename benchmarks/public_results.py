@@ -312,8 +312,10 @@ def _paragraph(results) -> str:
         relative = "" if not hopper else f", {blackwell / hopper:.2f}x Hopper's ratio"
         parts.append(f"Blackwell FP4 Offline/Server: {fmt(blackwell)} ({side(blackwell)}{relative}; "
                      f"{regime('Blackwell', 'Offline/Server')})"
-                     + (": the predicted decode step at the largest batch is too short for FP4, which points at "
-                        "the FP4 efficiency at large GEMM rows (the issue's term)." if blackwell > 1.1 else "."))
+                     + (": the predicted decode step at the largest batch is still too short for FP4, with the "
+                        "FP4 GEMM efficiency already the measured kernels' (data/generations.yaml gemm_series), "
+                        "which the reference B200 rows' FP4/FP8 speed-ups do not ask to lower further"
+                        "." if blackwell > 1.1 else "."))
     if interactive is not None:
         parts.append(f"Blackwell Interactive (p99 TPOT 40 ms): {fmt(interactive)} ({side(interactive)}; "
                      f"{regime('Blackwell', 'Interactive')})"

@@ -8,7 +8,7 @@ from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model.calibration import get_engine_profile, resolve_engine
 from layoutopt.perf_model.compute import forward_coefficients
-from layoutopt.perf_model.generations import generation_scales
+from layoutopt.perf_model.generations import gemm_saturation, gemm_series, generation_scales
 from layoutopt.plan import Layout
 
 MODEL = get_model("llama-3.1-70b")
@@ -24,16 +24,49 @@ def test_every_catalog_gpu_has_a_generation_with_scales():
 def test_hopper_is_the_reference_and_blackwell_fp4_needs_more_rows():
     h100, b200 = get_gpu("H100"), get_gpu("B200")
     assert generation_scales(h100, "fp8").gemm == 1.0
-    fp4 = generation_scales(b200, "fp4")
-    # GB200 FP4 8192^3 7,535.6 of 10,000 TFLOPS over H100 FP8 1,290.1 of 1,979: 0.7536 / 0.6519.
-    assert fp4.gemm == pytest.approx(0.7536 / 0.6519, rel=0.01)
-    assert fp4.half_rows == pytest.approx(2.14)
+    fp4, fp8 = generation_scales(b200, "fp4"), generation_scales(b200, "fp8")
+    # Measured NVFP4 GEMMs reach a smaller share of their peak than FP8 and need more rows for it.
+    assert fp4.gemm < fp8.gemm and fp4.half_rows > 1.5 * fp8.half_rows
     vllm = get_engine_profile("vllm")
     c = forward_coefficients(MODEL, b200, Layout(tp_size=4, weight_precision="fp4"), vllm, None)
-    assert c.gemm_flops_per_s == pytest.approx(9000e12 * vllm.gemm_efficiency * 1.157, rel=1e-6)
-    assert c.gemm_half_rows == pytest.approx(vllm.gemm_half_efficiency_tokens * 2.14)
+    assert c.gemm_flops_per_s == pytest.approx(9000e12 * vllm.gemm_efficiency * 0.682, rel=1e-6)
+    assert c.gemm_half_rows == pytest.approx(vllm.gemm_half_efficiency_tokens * 1.88)
     assert c.hbm_bytes_per_s == pytest.approx(b200.memory_bandwidth_gb_per_s * 1e9 * min(
         vllm.memory_efficiency * 1.028, 0.98))
+
+
+def test_blackwell_fp4_scales_are_fp8_times_the_measured_fp4_over_fp8_ratios():
+    series = gemm_series()
+    fp4 = gemm_saturation(series["b200_nvfp4_cutlass_vllm"])
+    fp8 = gemm_saturation(series["b200_fp8_cutlass_vllm"])
+    # Off the launch floor (NVFP4 takes a flat ~11.3 us up to M = 512, FP8 ~5.9 us up to 128):
+    # NVFP4 ~0.443 of 9 PF, half of it at ~377 rows, within 1.4 % of every fitted row; FP8 ~0.573
+    # of 4.5 PF at ~204 rows, within 5 %. Hand check of NVFP4's slope: 8,192 -> 16,384 rows take
+    # 109.1 -> 211.2 us, 12.46 ns a row = 2 x 6144 x 4096 / (0.449 x 9 PF).
+    assert fp4.fitted_rows == (1024, 2048, 4096, 8192, 16384) and fp8.fitted_rows == (256, 512, 1024)
+    assert fp4.asymptote_fraction == pytest.approx(0.443, abs=0.005)
+    assert fp4.half_rows == pytest.approx(377, rel=0.03)
+    assert fp8.asymptote_fraction == pytest.approx(0.573, abs=0.005)
+    assert fp8.half_rows == pytest.approx(204, rel=0.03)
+    assert fp4.max_error_fraction < 0.02 and fp8.max_error_fraction < 0.05
+    b200 = get_gpu("B200")
+    scaled_fp4, scaled_fp8 = generation_scales(b200, "fp4"), generation_scales(b200, "fp8")
+    assert scaled_fp4.gemm == pytest.approx(
+        scaled_fp8.gemm * fp4.asymptote_fraction / fp8.asymptote_fraction, rel=0.005)
+    assert scaled_fp4.half_rows == pytest.approx(scaled_fp8.half_rows * fp4.half_rows / fp8.half_rows, rel=0.01)
+    # CDNA4's MXFP4 estimate carries the same ratios over CDNA3's FP8.
+    mi355x = generation_scales(get_gpu("MI355X"), "fp4")
+    cdna_fp8 = generation_scales(get_gpu("MI355X"), "fp8")
+    assert mi355x.gemm == pytest.approx(cdna_fp8.gemm * scaled_fp4.gemm / scaled_fp8.gemm, rel=0.005)
+    assert mi355x.half_rows == pytest.approx(cdna_fp8.half_rows * scaled_fp4.half_rows / scaled_fp8.half_rows,
+                                             rel=0.01)
+
+
+def test_every_gemm_series_names_its_source_and_a_square_one_has_no_half_saturation():
+    series = gemm_series()
+    assert all(s.source.startswith("https://") for s in series.values())
+    with pytest.raises(ValueError, match="square"):
+        gemm_saturation(series["b200_nvfp4_square_torchao"])
 
 
 def test_amd_scales_are_marked_estimates_and_lower_hbm_efficiency():

@@ -4,6 +4,11 @@ Engine profiles are Hopper-equivalent; :func:`generation_scales` says how a GPU'
 the served precision scale them (large-GEMM efficiency, the rows a GEMM needs to approach it, HBM
 and attention efficiency), and whether its scale-up fabric reduces in the switch. The numbers
 come from published microbenchmarks (see the data file), not from fits to serving rows.
+
+A GEMM of M rows reaches ``asymptote x M / (M + half_rows)`` of its precision's peak (the
+saturation curve the performance model applies, compute.py ``_gemm_time_s``). The data file also
+keeps the measured series some scales are derived from (:func:`gemm_series`), and
+:func:`gemm_saturation` fits that curve to one, so a test can check the derivation.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
@@ -42,6 +48,36 @@ class GenerationSpec(_Frozen):
     estimate: bool
 
 
+class GemmSeries(_Frozen):
+    """Measured throughput of one GEMM kernel on one GPU by rows M, at a fixed N and K (or square)."""
+
+    name: str
+    gpu: str
+    precision: str
+    kernel: str
+    n: int | None = Field(default=None, gt=0, description="output columns (None when square)")
+    k: int | None = Field(default=None, gt=0, description="reduction depth (None when square)")
+    square: bool = Field(default=False, description="M = N = K: N and K grow with M (a cross-check, not a "
+                         "half-saturation M)")
+    peak_tflops: float = Field(gt=0, description="the precision's dense peak on that GPU")
+    tflops_by_rows: dict[int, float]
+    source: str
+
+
+# A row whose time is within this factor of the series' smallest time sits on the flat launch and
+# pipeline-fill floor (time independent of M), not on the saturation curve: it is not fitted.
+LAUNCH_FLOOR_FACTOR = 1.3
+
+
+class Saturation(_Frozen):
+    """Least-squares fit of fraction(M) = asymptote x M / (M + half_rows) to a GemmSeries."""
+
+    asymptote_fraction: float = Field(description="large-M fraction of the precision's peak")
+    half_rows: float = Field(description="rows at which the fraction is half the asymptote")
+    max_error_fraction: float = Field(description="largest |fitted / measured - 1| over the fitted rows")
+    fitted_rows: tuple[int, ...]
+
+
 class Scales(_Frozen):
     """Multipliers of a Hopper-equivalent engine profile on one GPU at one compute precision."""
 
@@ -53,15 +89,49 @@ class Scales(_Frozen):
 
 
 @lru_cache(maxsize=1)
-def _load() -> tuple[dict[str, GenerationSpec], float]:
+def _load() -> tuple[dict[str, GenerationSpec], float, tuple[GemmSeries, ...]]:
     raw = load_package_yaml(resources.files("layoutopt.perf_model").joinpath("data/generations.yaml").read_text())
     dequant = float(raw.pop("weight_only")["dequant_scale"])
-    return {name: GenerationSpec(name=name, **fields) for name, fields in raw.items()}, dequant
+    series = tuple(GemmSeries(**fields) for fields in raw.pop("gemm_series"))
+    return {name: GenerationSpec(name=name, **fields) for name, fields in raw.items()}, dequant, series
+
+
+def gemm_series() -> dict[str, GemmSeries]:
+    """The measured GEMM series of the data file, by name."""
+    return {s.name: s for s in _load()[2]}
+
+
+def gemm_saturation(series: GemmSeries) -> Saturation:
+    """Fit ``asymptote x M / (M + half_rows)`` to the series' fraction of peak (log residuals, so
+    every row weighs by its relative error) on the rows off the launch floor: those whose time
+    2 M N K / throughput exceeds ``LAUNCH_FLOOR_FACTOR`` x the series' smallest. Below that a GEMM of
+    the size takes the same ~6-12 us whatever its rows (launch, pipeline fill), which the step and
+    layer overheads model, not the tensor cores. A square series (N and K grow with M) has no
+    half-saturation M of its own and is refused."""
+    from scipy.optimize import least_squares  # only the derivation check needs scipy
+
+    if series.square or series.n is None or series.k is None:
+        raise ValueError(f"gemm series {series.name} is square (M = N = K): it has no half-saturation M")
+    time_s = {m: 2.0 * m * series.n * series.k / (tflops * 1e12) for m, tflops in series.tflops_by_rows.items()}
+    floor_s = min(time_s.values())
+    rows = np.array(sorted(m for m, t in time_s.items() if t >= LAUNCH_FLOOR_FACTOR * floor_s), dtype=float)
+    if len(rows) < 3:
+        raise ValueError(f"gemm series {series.name}: {len(rows)} rows off the launch floor, need >= 3")
+    fraction = np.array([series.tflops_by_rows[int(m)] for m in rows]) / series.peak_tflops
+
+    def residuals(p):
+        return np.log(p[0] * rows / (rows + p[1])) - np.log(fraction)
+
+    fit = least_squares(residuals, x0=[min(1.0, fraction.max() * 1.2), float(np.median(rows))],
+                        bounds=([1e-3, 1e-3], [1.0, 1e6]))
+    return Saturation(asymptote_fraction=float(fit.x[0]), half_rows=float(fit.x[1]),
+                      max_error_fraction=float(np.expm1(np.abs(fit.fun)).max()),
+                      fitted_rows=tuple(int(m) for m in rows))
 
 
 def generation_spec(gpu: GpuSpec) -> GenerationSpec:
     """The generation of ``gpu`` (a GPU without one is costed as the Hopper reference)."""
-    specs, _ = _load()
+    specs = _load()[0]
     return specs.get(gpu.generation or REFERENCE_GENERATION, specs[REFERENCE_GENERATION])
 
 
