@@ -4,7 +4,8 @@ Inside a domain any free GPUs serve (NVLink is all-to-all there), so GPU indices
 for tidiness only: larger groups first, each on the node with the fewest free GPUs that still
 holds it (best fit), spanning nodes only when no single node can (NVL72 stages beyond one tray).
 Stage groups are then cut into instances in domain order, which keeps a PP instance's stages
-in one domain or rack whenever the counts allow.
+in one domain or rack whenever the counts allow; a pool placed in parts (``node_rule``) has its
+parts dealt to instances so that no instance holds two parts of one domain.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from layoutopt.topology.cluster import Cluster, GpuId
 from layoutopt.topology.links import KvScope
 from layoutopt.topology.placement.data import PlacementData
 from layoutopt.topology.placement.encoding import instance_id
+from layoutopt.topology.placement.node_rule import arrange_parts
 from layoutopt.topology.placement.result import InstanceAssignment, KvPairing
 from layoutopt.topology.placement.routes import Route, route
 
@@ -28,6 +30,8 @@ def stage_gpus_by_pool(
 ) -> dict[int, list[tuple[GpuId, ...]]]:
     """Pool index -> its stage groups' GPUs, in domain order."""
     stages: dict[int, list[tuple[GpuId, ...]]] = defaultdict(list)
+    # Pools placed in parts (node_rule): (domain, GPUs) of each part, dealt to instances at the end.
+    parts: dict[int, list[tuple[str, tuple[GpuId, ...]]]] = defaultdict(list)
     by_index = {d.pool_index: d for d in data.demands}
     # Counts grouped by domain once: scanning every count for every domain is quadratic.
     by_domain: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -44,7 +48,14 @@ def stage_gpus_by_pool(
             remaining[gpu.node].append(gpu)
         for demand, count in groups:
             for _ in range(count):
-                stages[demand.pool_index].append(_take(remaining, demand.stage_gpus))
+                taken = _take(remaining, demand.stage_gpus)
+                if demand.groups_per_part > 1 or demand.parts_apart:
+                    parts[demand.pool_index].append((domain.name, taken))
+                else:
+                    stages[demand.pool_index].append(taken)
+    for pool_index, placed in parts.items():
+        demand = by_index[pool_index]
+        stages[pool_index] = arrange_parts(placed, demand.pp_size, demand.groups_per_part)
     return stages
 
 

@@ -54,10 +54,19 @@ class StageDemand(_Frozen):
     num_instances: int = Field(ge=1)
     layout_name: str
     kv_units_per_stage: int = Field(description="KV units a stage sends (> 0, prefill) or takes (< 0, decode)")
+    groups_per_part: int = Field(default=1, ge=1, description="stage groups one placed group holds: > 1 where the "
+                                 "engine's node-split rule places the instance in equal parts (``node_rule``)")
+    parts_apart: bool = Field(default=False, description="the instance's groups go to different domains (nodes), "
+                              "so at most num_instances of the pool's groups share one domain")
 
     @property
     def num_stages(self) -> int:
         return self.num_instances * self.pp_size
+
+    @property
+    def per_domain_limit(self) -> int:
+        """The most groups of this pool one domain may hold."""
+        return self.num_instances if self.parts_apart else self.num_stages
 
 
 class DomainSlot(_Frozen):
@@ -162,8 +171,12 @@ def stage_units(cluster: Cluster, gpu_type: str, gpus_per_stage: int, free: dict
     return unit, gpus_per_stage // unit
 
 
-def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, spread_racks: bool) -> PlacementData:
-    """The solver's input for placing ``plan`` on ``cluster``'s free GPUs."""
+def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, spread_racks: bool,
+            part_groups: dict[int, int] | None = None) -> PlacementData:
+    """The solver's input for placing ``plan`` on ``cluster``'s free GPUs.
+
+    ``part_groups`` (pool index -> k): that pool's instances are placed as parts of k stage groups,
+    each part in one domain and the parts of one instance in different domains (``node_rule``)."""
     prefill_share, decode_share = kv_shares(plan.pools)
     has_both = bool(prefill_share) and bool(decode_share)
     labels = pool_labels([p.role for p in plan.pools])
@@ -174,13 +187,15 @@ def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, sp
         share = prefill_share.get(index, 0.0) if has_both else 0.0
         take = decode_share.get(index, 0.0) if has_both else 0.0
         unit_gpus, per_stage = stage_units(cluster, pool.gpu, layout.gpus_per_stage, free)
-        groups = layout.pp_size * per_stage
+        k = (part_groups or {}).get(index, 1)
+        groups = layout.pp_size * per_stage // k
         # Rounded up for senders and down for receivers, so the solver never under-counts egress.
         units = math.ceil(KV_UNITS_TOTAL * share / groups) - math.floor(KV_UNITS_TOTAL * take / groups)
         demands.append(StageDemand(
-            pool_index=index, label=labels[index], role=pool.role, gpu=pool.gpu, stage_gpus=unit_gpus,
+            pool_index=index, label=labels[index], role=pool.role, gpu=pool.gpu, stage_gpus=unit_gpus * k,
             pp_size=groups, units_per_stage=per_stage, num_instances=pool.instances,
-            layout_name=layout.short_name(), kv_units_per_stage=units,
+            layout_name=layout.short_name(), kv_units_per_stage=units, groups_per_part=k,
+            parts_apart=index in (part_groups or {}) and groups > 1,
         ))
     smallest = {}
     for demand in demands:
@@ -211,7 +226,7 @@ def domain_classes(demands: Sequence[StageDemand], domains: Sequence[DomainSlot]
     classes = []
     for (rack, gpu, num_free), names in members.items():
         fitting = [d for d in demands if d.gpu == gpu and d.stage_gpus <= num_free]
-        patterns = fill_patterns([d.stage_gpus for d in fitting], [d.num_stages for d in fitting], num_free,
+        patterns = fill_patterns([d.stage_gpus for d in fitting], [d.per_domain_limit for d in fitting], num_free,
                                  MAX_PATTERNS_PER_CLASS)
         classes.append(DomainClass(rack=rack, gpu=gpu, num_free=num_free, members=tuple(names),
                                    pool_indices=tuple(d.pool_index for d in fitting), patterns=tuple(patterns)))

@@ -48,6 +48,9 @@ def model_violations(data: PlacementData, counts: Counts, enforce_kv_capacity: b
         if n and (name not in free or free[name].gpu != demands[pool_index].gpu):
             problems.append(f"{demands[pool_index].label} placed in {name}, not a domain of its GPU type")
             continue
+        if n > demands[pool_index].per_domain_limit:
+            problems.append(f"{n} groups of {demands[pool_index].label} in {name}: its instances' parts go to "
+                            f"different domains, so at most {demands[pool_index].per_domain_limit}")
         placed[pool_index] += n
         used[name] += n * demands[pool_index].stage_gpus
     problems += [f"{d.label}: {placed[d.pool_index]} of {d.num_stages} stage groups placed"

@@ -109,15 +109,16 @@ def _quotas(data: PlacementData) -> dict[tuple[int, str], int]:
 
 
 def _place_instance(room: _Room, names: list[str], demand: StageDemand, counts: Counts) -> bool:
-    """One instance into ``names``: whole in one domain if one holds it, else stage by stage."""
-    whole = room.best_fit(names, demand.stage_gpus * demand.pp_size)
+    """One instance into ``names``: whole in one domain if one holds it, else stage by stage (parts
+    of a ``parts_apart`` demand always one per domain, each in a different one)."""
+    whole = None if demand.parts_apart else room.best_fit(names, demand.stage_gpus * demand.pp_size)
     if whole is not None:
         room.free[whole] -= demand.stage_gpus * demand.pp_size
         counts[demand.pool_index, whole] = counts.get((demand.pool_index, whole), 0) + demand.pp_size
         return True
-    taken = []
+    taken: list[str] = []
     for _ in range(demand.pp_size):
-        name = room.best_fit(names, demand.stage_gpus)
+        name = room.best_fit([n for n in names if n not in taken] if demand.parts_apart else names, demand.stage_gpus)
         if name is None:
             for undo in taken:
                 room.free[undo] += demand.stage_gpus

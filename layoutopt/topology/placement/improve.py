@@ -53,16 +53,20 @@ def pack_rack(domains: list[DomainSlot], demands: list[StageDemand], instances: 
     for demand in order:
         names = by_gpu.get(demand.gpu, [])
         for _ in range(instances.get(demand.pool_index, 0)):
-            whole = _fit(names, free, used, demand.stage_gpus * demand.pp_size, largest)
+            whole = None if demand.parts_apart else _fit(names, free, used, demand.stage_gpus * demand.pp_size,
+                                                          largest)
             if whole is not None:
                 free[whole] -= demand.stage_gpus * demand.pp_size
                 used.add(whole)
                 counts[demand.pool_index, whole] = counts.get((demand.pool_index, whole), 0) + demand.pp_size
                 continue
+            mine: list[str] = []
             for _ in range(demand.pp_size):
-                name = _fit(names, free, used, demand.stage_gpus, largest)
+                name = _fit([n for n in names if n not in mine] if demand.parts_apart else names, free, used,
+                            demand.stage_gpus, largest)
                 if name is None:
                     return None
+                mine.append(name)
                 free[name] -= demand.stage_gpus
                 used.add(name)
                 counts[demand.pool_index, name] = counts.get((demand.pool_index, name), 0) + 1

@@ -78,6 +78,7 @@ from layoutopt.topology.placement.explain import (
 )
 from layoutopt.topology.placement.evaluate import kv_balance_units, model_violations, objective_values
 from layoutopt.topology.placement.greedy import greedy_counts
+from layoutopt.topology.placement.node_rule import broken_splits, part_sizes
 from layoutopt.topology.placement.objectives import objectives_in_order
 from layoutopt.topology.placement.report import placed_result, unplaced_result
 from layoutopt.topology.placement.result import ObjectiveProof, PlacementResult
@@ -134,8 +135,80 @@ def place(
     if outcome.status == "timeout":
         reason = f"no placement found within {time_limit_s:g} s of search; give placement more time"
         return unplaced_result(plan, "timeout", [reason], start_s)
-    return placed_result(plan, cluster, data, outcome.status, outcome.counts, kv_bytes_per_request, start_s,
-                         list(outcome.proofs))
+    result = placed_result(plan, cluster, data, outcome.status, outcome.counts, kv_bytes_per_request, start_s,
+                           list(outcome.proofs))
+    broken = broken_splits(plan, result.instances)
+    if not broken:
+        return result
+    return _place_in_parts(plan, cluster, data, outcome, broken, kv_bytes_per_request, spread_racks, time_limit_s,
+                           start_s)
+
+
+def _place_in_parts(plan: Plan, cluster: Cluster, free_data: PlacementData, free_outcome: _Outcome,
+                    broken: dict, kv_bytes_per_request: float | None, spread_racks: bool, time_limit_s: float,
+                    start_s: float) -> PlacementResult:
+    """The placement again, each pool whose instance the engine's node-split rule refused placed in
+    equal parts the rule accepts (``node_rule``); pools refused in turn join, until every instance
+    passes. Its objectives are proven where they meet the rule-free optimum (a bound: the rule
+    only removes placements); infeasible, naming the rule, when no part size fits."""
+    sizes: dict[int, list[int]] = {}
+    refused: dict[int, tuple[str, object]] = {}
+    for attempt in range(len(plan.pools) * 4):
+        for pool_index, found in broken.items():
+            refused.setdefault(pool_index, found)
+            if pool_index not in sizes:
+                sizes[pool_index] = part_sizes(plan, free_data, pool_index)
+            elif sizes[pool_index]:
+                sizes[pool_index] = sizes[pool_index][1:]   # the part size tried broke it: the next one
+            if not sizes[pool_index]:
+                return unplaced_result(plan, "infeasible", [_rule_reason(plan, pool_index, refused[pool_index])],
+                                       start_s)
+        data = prepare(plan, cluster, kv_bytes_per_request, spread_racks, {p: k[0] for p, k in sizes.items()})
+        outcome = _solve(data, SolveBudget(time_limit_s), enforce_kv_capacity=True)
+        if outcome.status in ("infeasible", "timeout"):
+            # Another part size of the pool with the most left to try, else say why.
+            pool_index = max(sizes, key=lambda p: (len(sizes[p]), -p))
+            if len(sizes[pool_index]) <= 1:
+                reason = _rule_reason(plan, pool_index, refused[pool_index], tried=True)
+                return unplaced_result(plan, outcome.status, [reason], start_s)
+            broken = {pool_index: refused[pool_index]}
+            continue
+        proofs = _proofs_against(free_data, free_outcome, data, outcome)
+        status = "optimal" if all(p.proven_by != "none" for p in proofs) else "feasible"
+        result = placed_result(plan, cluster, data, status, outcome.counts, kv_bytes_per_request, start_s, proofs)
+        broken = broken_splits(plan, result.instances)
+        if not broken:
+            return result
+    raise RuntimeError("placement in parts did not settle")  # each attempt removes a part size: unreachable
+
+
+def _rule_reason(plan: Plan, pool_index: int, found: tuple, tried: bool = False) -> str:
+    instance, violation = found
+    pool = plan.pools[pool_index]
+    text = (f"the cluster's free GPUs cannot hold {pool.role} pool {pool_index} ({pool.gpu} {pool.layout.short_name()}) "
+            f"split over nodes as {plan.engine} requires: {violation} (the rule-free placement of {instance})")
+    if tried:
+        return text + "; no placement of its instances in equal parts per node that the rule accepts fits either"
+    return text + "; no split of its instances into equal parts per node that the rule accepts fits the free GPUs"
+
+
+def _proofs_against(free_data: PlacementData, free_outcome: _Outcome, data: PlacementData,
+                    outcome: _Outcome) -> list[ObjectiveProof]:
+    """Objectives of the placement in parts, in the rule-free model's units, each proven while it
+    and every earlier one meet the rule-free optimum (no placement the rule allows does better)."""
+    groups = {d.pool_index: d.groups_per_part for d in data.demands}
+    counts = {(p, name): n * groups[p] for (p, name), n in outcome.counts.items()}
+    values = objective_values(free_data, counts)
+    proofs: list[ObjectiveProof] = []
+    earlier_met = True
+    for proof in free_outcome.proofs:
+        key = next(o.key for o in _objectives(free_data) if o.name == proof.name)
+        met = earlier_met and proof.proven_by != "none" and values[key] <= proof.value
+        proofs.append(ObjectiveProof(name=proof.name, value=values[key],
+                                     lower_bound=proof.lower_bound if earlier_met else 0,
+                                     proven_by=proof.proven_by if met else "none"))
+        earlier_met = met
+    return proofs
 
 
 def _infeasible_reason(data: PlacementData, cluster: Cluster, budget: SolveBudget) -> str:

@@ -39,7 +39,7 @@ class PlacementVariables:
             for name in cls.members:
                 for p in cls.pool_indices:
                     demand = self.demands[p]
-                    upper = min(cls.num_free // demand.stage_gpus, demand.num_stages)
+                    upper = min(cls.num_free // demand.stage_gpus, demand.per_domain_limit)
                     self.stage_upper[p, name] = upper
                     self.stages[p, name] = model.new_int_var(0, upper, f"stages[{demand.label}@{name}]")
         # kv_egress[r], kv_ingress[r]: KV units crossing rack r's uplink out and in, after

@@ -1,0 +1,99 @@
+"""The engine's rule on how one instance splits its GPUs over nodes (``uneven_nodes``), for placement.
+
+``engines.rules.check_node_split`` is the one source of the rule (emit and simulate read it through
+``engines.plan_rules``); placement only asks it, never restates it:
+
+- ``broken_splits``: the placed instances whose per-node GPU counts the rule refuses (SGLang: not
+  the same count on every node; vLLM with DP: not whole DP ranks on each node).
+- ``part_sizes``: for a pool whose instances must split, the ways to place an instance in equal
+  parts, one part of k stage groups per node, that the rule accepts (k = all groups: the whole
+  instance in one domain). ``solver.place`` then places such a pool in parts of one chosen k,
+  the parts of one instance in different domains (``data.StageDemand.parts_apart``), and
+  ``arrange_parts`` deals the placed parts to instances so that holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from layoutopt.engines.rules import RuleViolation, check_node_split
+from layoutopt.plan import Plan
+from layoutopt.topology.cluster import GpuId
+from layoutopt.topology.placement.data import PlacementData
+from layoutopt.topology.placement.result import InstanceAssignment
+
+
+def node_counts(gpus: Sequence[GpuId]) -> list[int]:
+    """GPUs on each node the instance uses, nodes in stage order (as ``PlacedInstance.gpus_by_node``)."""
+    counts: dict[str, int] = {}
+    for gpu in gpus:
+        counts[gpu.node] = counts.get(gpu.node, 0) + 1
+    return list(counts.values())
+
+
+def broken_splits(plan: Plan, instances: Sequence[InstanceAssignment]) -> dict[int, tuple[str, RuleViolation]]:
+    """Pool index -> (first instance id, violation) for each pool with an instance the engine refuses."""
+    broken: dict[int, tuple[str, RuleViolation]] = {}
+    seen: set[tuple[int, tuple[int, ...]]] = set()   # instances of one pool mostly split alike
+    for instance in instances:
+        if instance.pool_index in broken:
+            continue
+        counts = node_counts(instance.gpus)
+        key = (instance.pool_index, tuple(counts))
+        if len(counts) < 2 or key in seen:
+            continue
+        seen.add(key)
+        found = check_node_split(plan.engine, plan.pools[instance.pool_index].layout, counts)
+        if found:
+            broken[instance.pool_index] = (instance.instance_id, found[0])
+    return broken
+
+
+def part_sizes(plan: Plan, data: PlacementData, pool_index: int) -> list[int]:
+    """Groups per part (k) with which the rule accepts an instance of the pool split into equal
+    parts on different nodes, and the pool alone fits the free GPUs: largest k (fewest nodes) first."""
+    demand = next(d for d in data.demands if d.pool_index == pool_index)
+    groups = demand.pp_size * demand.groups_per_part
+    group_gpus = demand.stage_gpus // demand.groups_per_part
+    layout = plan.pools[pool_index].layout
+    free = [d.num_free for d in data.domains if d.gpu == demand.gpu]
+    sizes = []
+    for k in range(groups, 0, -1):
+        parts = groups // k
+        if groups % k or (parts > 1 and check_node_split(plan.engine, layout, [k * group_gpus] * parts)):
+            continue
+        limit = demand.num_instances if parts > 1 else demand.num_instances * parts
+        room = sum(min(f // (k * group_gpus), limit) for f in free)
+        if room >= demand.num_instances * parts:
+            sizes.append(k)
+    return sizes
+
+
+def arrange_parts(parts: Sequence[tuple[str, tuple[GpuId, ...]]], per_instance: int,
+                  groups_per_part: int) -> list[tuple[GpuId, ...]]:
+    """Parts (domain, GPUs) in domain order dealt to instances of ``per_instance`` parts from
+    different domains, then cut back into stage groups, instance after instance.
+
+    Possible whenever no domain holds more parts than there are instances: each instance takes
+    one part of every domain holding as many parts as instances remain (so that stays true), then
+    of the next domains in order (which keeps an instance's parts in nearby domains).
+    """
+    by_domain: dict[str, list[tuple[GpuId, ...]]] = {}
+    for domain, gpus in parts:
+        by_domain.setdefault(domain, []).append(gpus)
+    order = list(by_domain)
+    remaining = len(parts) // per_instance
+    groups: list[tuple[GpuId, ...]] = []
+    while remaining:
+        tight = [d for d in order if len(by_domain[d]) == remaining]
+        rest = [d for d in order if by_domain[d] and d not in tight]
+        chosen = (tight + rest)[:per_instance]
+        if len(chosen) < per_instance or len(tight) > per_instance:
+            raise RuntimeError("a domain holds more parts of a pool than the pool has instances")
+        chosen.sort(key=order.index)
+        for domain in chosen:
+            gpus = by_domain[domain].pop(0)
+            size = len(gpus) // groups_per_part
+            groups += [gpus[j * size:(j + 1) * size] for j in range(groups_per_part)]
+        remaining -= 1
+    return groups
