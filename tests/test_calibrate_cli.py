@@ -205,3 +205,13 @@ def test_solve_plans_with_the_profile(profile_path, tmp_path):
     # a slower engine serves less on the same GPUs
     assert tuned.totals.goodput_rps < 0.9 * builtin.totals.goodput_rps
     assert tuned.engine == builtin.engine
+    # the plan records the EP exchange its numbers cost, so emit runs that one (test_report_ep_exchange)
+    assert builtin.ep_exchange == tuned.ep_exchange == "allgather_reducescatter"
+
+
+def test_a_profile_costing_the_all_to_all_is_recorded_in_the_plan(profile_path, tmp_path):
+    from layoutopt import api
+
+    deepep = _profile_with(profile_path, tmp_path, ep_exchange="alltoall")
+    plan = api.solve("qwen3-30b-a3b", "8xH100", objective="max-goodput", time_limit_s=5, profile=deepep)
+    assert plan.pools and plan.ep_exchange == "alltoall" and plan.schema_version == 2

@@ -13,7 +13,6 @@ from layoutopt.perf_model.calibration import get_engine_profile, list_profiles
 from layoutopt.perf_model.compute import forward_coefficients, moe_exchange_time_s
 from layoutopt.perf_model.links import Link
 from layoutopt.plan import Layout, Pool
-from layoutopt.report import node_launch as launch_module
 from layoutopt.report.node_launch import node_launch
 
 H100 = get_gpu("H100-SXM")
@@ -104,15 +103,14 @@ def test_every_profile_of_an_engine_costs_the_same_exchange():
     ("vllm", "--all2all-backend", "--all2all-backend allgather_reducescatter"),
     ("sglang", "--moe-a2a-backend", "--moe-a2a-backend none"),
 ])
-def test_emitted_backend_is_the_costed_one(engine, flag, default_words, monkeypatch):
+def test_emitted_backend_is_the_costed_one(engine, flag, default_words):
     launch = node_launch(engine, _cross_node_dep_pool(), num_nodes=2, gpus_on_node=8)
     # The built-in profile costs the engine's default, so the command leaves the default in place...
     assert flag not in launch.argv
     note = " ".join(launch.notes)
     assert default_words in note and "cost exactly that" in note and "deepep" in note
     # ...and a profile costing the all-to-all gets the DeepEP backend selected in the command.
-    monkeypatch.setattr(launch_module, "ep_exchange", lambda name: "alltoall")
-    launch = node_launch(engine, _cross_node_dep_pool(), num_nodes=2, gpus_on_node=8)
+    launch = node_launch(engine, _cross_node_dep_pool(), num_nodes=2, gpus_on_node=8, ep_exchange="alltoall")
     assert flag in launch.argv and launch.argv[list(launch.argv).index(flag) + 1].startswith("deepep")
     assert "DeepEP-style all-to-all" in " ".join(launch.notes)
 

@@ -136,4 +136,13 @@ def solve(model, budget=None, slo=None, workload=None, *, engine: EngineLike = "
     if loaded is not None:
         # A cluster file may hold GPUs the budget did not name: check what the plan uses.
         profile_engine(loaded, engine, sorted({p.gpu for p in plan.pools}))
-    return with_error_bands(plan, loaded)
+    return with_error_bands(with_ep_exchange(plan, constants or engine), loaded)
+
+
+def with_ep_exchange(plan: Plan, engine: EngineLike) -> Plan:
+    """``plan`` recording the EP exchange its numbers cost (the profile's, else the engine's built-in),
+    so emit selects the backend that runs it."""
+    from layoutopt.perf_model.calibration import get_engine_profile
+
+    profile = get_engine_profile(engine) if isinstance(engine, str) else engine
+    return plan.model_copy(update={"ep_exchange": profile.ep_exchange})

@@ -9,8 +9,10 @@ from layoutopt.plan.error_band import ErrorBand, LatencyBand
 from layoutopt.plan.io import load_plan
 from layoutopt.plan.layout import ROLES, Layout, Role
 from layoutopt.plan.schema import (
+    READABLE_SCHEMA_VERSIONS,
     SCHEMA_VERSION,
     Alternative,
+    EpExchange,
     Explanation,
     Latency,
     Mode,
@@ -27,7 +29,7 @@ from layoutopt.plan.schema import (
 )
 
 __all__ = [
-    "ROLES", "SCHEMA_VERSION", "Alternative", "ErrorBand", "Explanation", "Latency", "LatencyBand", "Layout",
+    "READABLE_SCHEMA_VERSIONS", "ROLES", "SCHEMA_VERSION", "Alternative", "EpExchange", "ErrorBand", "Explanation", "Latency", "LatencyBand", "Layout",
     "Mode", "Objective", "Percentiles", "PlacedInstance", "Plan", "Pool", "RatioCheck", "Role", "SolverInfo",
     "SolverStatus", "Totals", "Verification", "load_plan",
 ]

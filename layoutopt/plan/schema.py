@@ -1,7 +1,12 @@
 """Plan: the optimizer's answer, as a typed, versioned result.
 
-``Plan.model_dump(mode="json")`` is the documented JSON output (``schema_version`` 1); key order
+``Plan.model_dump(mode="json")`` is the documented JSON output (``schema_version`` 2); key order
 follows field order here. Units are in key names.
+
+Schema versions: 2 records ``ep_exchange``, the expert-parallel exchange the plan's numbers cost
+(a ``--profile`` may cost another than the engine's built-in one), so ``emit`` selects the backend
+that runs it. 1 has no such field; such a plan is still read, and ``emit`` takes the engine's
+built-in exchange for it, which is what a plan solved without ``--profile`` cost.
 """
 
 from __future__ import annotations
@@ -14,11 +19,15 @@ from layoutopt.hardware_catalog.schemas import Precision
 from layoutopt.plan.error_band import ErrorBand
 from layoutopt.plan.layout import Layout, Role
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 SolverStatus = Literal["optimal", "feasible", "infeasible", "timeout", "model_invalid"]
 Objective = Literal["goodput-per-dollar", "max-goodput", "min-cost"]
 Mode = Literal["colocated", "disaggregated", "mixed"]
+# How attention-DP ranks exchange tokens with expert-parallel MoE layers; the same choices as
+# perf_model.calibration.EngineProfile.ep_exchange (a test keeps the two equal).
+EpExchange = Literal["allgather_reducescatter", "dp_gather", "alltoall"]
 
 
 class _Out(BaseModel):
@@ -168,6 +177,10 @@ class Plan(_Out):
     mode: Mode | None = Field(description="None when no plan was found")
     model: str
     engine: str
+    ep_exchange: EpExchange | None = Field(
+        default=None, description="the EP exchange of attention DP + EP the plan's numbers cost (the engine "
+        "profile's ep_exchange: allgather_reducescatter, dp_gather or alltoall, the DeepEP-style all-to-all); "
+        "emit selects the backend that runs it. None: the engine's built-in profile's (schema 1 plans)")
     workload: dict = Field(description="the workload and SLO the plan was made for, as given")
     pools: list[Pool]
     totals: Totals | None

@@ -14,7 +14,7 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.errors import InputError, LayoutoptError
-from layoutopt.plan import SCHEMA_VERSION, Plan, Pool
+from layoutopt.plan import READABLE_SCHEMA_VERSIONS, Plan, Pool
 from layoutopt.report import names
 from layoutopt.report.checkpoints import Served, served_checkpoint
 from layoutopt.report.engine_flags import EngineRelease, as_release
@@ -35,6 +35,8 @@ class PoolDeployment(BaseModel):
     kv_sequences: int
     step_token_budget: int = Field(description="tokens per scheduler step the performance model planned with "
                                    "(vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)")
+    ep_exchange: str | None = Field(default=None, description="the EP exchange the plan's numbers cost "
+                                    "(Plan.ep_exchange; None: the engine's built-in)")
     notes: tuple[str, ...] = ()
 
 
@@ -77,8 +79,9 @@ def _check_degrees(index: int, pool: Pool, model, gpu) -> None:
 
 def check_plan(plan: Plan, release: EngineRelease) -> None:
     """Raise InputError for a plan emit must not write files for."""
-    if plan.schema_version != SCHEMA_VERSION:
-        raise InputError("plan.schema_version", plan.schema_version, f"{SCHEMA_VERSION} (this layoutopt's plan schema)")
+    if plan.schema_version not in READABLE_SCHEMA_VERSIONS:
+        raise InputError("plan.schema_version", plan.schema_version,
+                         f"one of {', '.join(map(str, READABLE_SCHEMA_VERSIONS))} (the plan schemas this layoutopt reads)")
     if not plan.pools or plan.totals is None:
         raise InputError("plan", plan.status, "a plan with pools (the solver found none)")
     plan_engine = plan.engine.partition("==")[0].strip().lower()
@@ -95,9 +98,22 @@ def check_plan(plan: Plan, release: EngineRelease) -> None:
         seen.add(key)
         if placed.pool_index is not None and placed.pool_index >= len(plan.pools):
             raise InputError(f"plan.placement[{k}].pool_index", placed.pool_index, f"below {len(plan.pools)}")
+    _check_ep_exchange(plan, release)
     if plan.placement and len(plan.placement) != sum(p.instances for p in plan.pools):
         raise InputError("plan.placement", f"{len(plan.placement)} instances",
                          f"one per instance of the pools: {sum(p.instances for p in plan.pools)}")
+
+
+def _check_ep_exchange(plan: Plan, release: EngineRelease) -> None:
+    """Refuse a plan whose EP pools cost an exchange the engine has no backend for."""
+    from layoutopt.report.node_launch import ep_exchange_problem, uses_ep_exchange
+
+    problem = ep_exchange_problem(release.engine, plan.ep_exchange)
+    pools = [f"{p.role} {p.layout.short_name()}" for p in plan.pools if uses_ep_exchange(p)]
+    if problem and pools:
+        raise InputError("plan.ep_exchange", plan.ep_exchange, f"an EP exchange {release.spec} runs",
+                         f"{problem}; the pools {', '.join(pools)} use it. Emit with --engine of the profile the "
+                         f"plan was solved with, or re-plan with --engine {release.engine}")
 
 
 def check_engine_rules(plan: Plan, release: EngineRelease, model, gpus: list) -> None:
@@ -203,5 +219,6 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
             notes.append(served.note)
         pools.append(PoolDeployment(served=served, gpu_memory_utilization=math.floor(utilization * 100 + 1e-6) / 100,
                                     mem_fraction_static=math.floor(static * 100 + 1e-6) / 100, kv_sequences=fits,
-                                    step_token_budget=step_token_budget(release, gpu), notes=tuple(notes)))
+                                    step_token_budget=step_token_budget(release, gpu), ep_exchange=plan.ep_exchange,
+                                    notes=tuple(notes)))
     return release, pools

@@ -59,6 +59,8 @@ class NodeContext(_Frozen):
     mem_fraction_static: float = 0.85
     step_token_budget: int | None = Field(default=None, description="tokens per scheduler step to pin "
                                           "(deployment.step_token_budget); None leaves the engine's default")
+    ep_exchange: str | None = Field(default=None, description="the EP exchange the plan's numbers cost "
+                                    "(Plan.ep_exchange); None: the engine's built-in profile's")
     # In a pod the device plugin picks the GPUs; bare-metal scripts pin them.
     in_pod: bool = False
 
@@ -91,23 +93,49 @@ _DEFAULT_EXCHANGE_WORDS = {
 }
 
 
-def ep_exchange(engine: str) -> str:
-    """The EP exchange the performance model costs for ``engine`` (its profile's ``ep_exchange``; every
-    profile of one engine has the same, see tests)."""
+# The exchange each engine runs without a backend flag (its built-in profile costs it, see
+# tests/test_ep_exchange.py), and where its backends are listed: an exchange neither that nor the
+# DeepEP all-to-all has no backend in the engine.
+DEFAULT_EXCHANGE = {"vllm": "allgather_reducescatter", "sglang": "dp_gather"}
+BACKEND_SOURCE = {"vllm": "vllm/config/parallel.py:220-235 in 0.33.0 (--all2all-backend)",
+                  "sglang": "sglang/srt/arg_groups/fields/exec_.py:836-869 in 0.5.23 (--moe-a2a-backend)"}
+
+
+def ep_exchange(engine: str, recorded: str | None = None) -> str:
+    """The EP exchange the plan's numbers cost: ``recorded`` (``Plan.ep_exchange``), else what the
+    engine's built-in profile costs (plans of schema 1 record none; every profile of one engine has
+    the same, see tests)."""
+    if recorded is not None:
+        return recorded
     from layoutopt.perf_model.calibration import get_engine_profile
 
     return get_engine_profile(engine).ep_exchange
 
 
-def ep_backend_args(engine: str, pool: Pool) -> list[str]:
+def uses_ep_exchange(pool: Pool) -> bool:
+    """Whether the pool's attention-DP ranks feed expert-parallel MoE layers (the exchange runs)."""
+    return pool.ep_size > 1 and pool.dp_size > 1
+
+
+def ep_exchange_problem(engine: str, recorded: str | None) -> str | None:
+    """Why ``engine`` cannot run the exchange the plan's numbers cost, or None when it can."""
+    exchange = ep_exchange(engine, recorded)
+    if exchange == "alltoall" or exchange == DEFAULT_EXCHANGE[engine]:
+        return None
+    return (f"the plan's numbers cost the {exchange} EP exchange, which {engine} has no backend for: it runs "
+            f"{DEFAULT_EXCHANGE[engine]} by default or the DeepEP all-to-all ({DEEPEP_FLAGS[engine]['decode']}; "
+            f"{BACKEND_SOURCE[engine]})")
+
+
+def ep_backend_args(engine: str, pool: Pool, recorded: str | None = None) -> list[str]:
     """The flags selecting the EP exchange the model costs, for a layout whose attention-DP ranks feed
     expert-parallel MoE layers (nothing where the engine's default is the costed one)."""
-    if pool.ep_size <= 1 or pool.dp_size <= 1 or ep_exchange(engine) != "alltoall":
+    if not uses_ep_exchange(pool) or ep_exchange(engine, recorded) != "alltoall":
         return []
     return DEEPEP_FLAGS[engine]["prefill" if pool.role == "prefill" else "decode"].split()
 
 
-def cross_node_ep_note(engine: str, pool: Pool) -> str:
+def cross_node_ep_note(engine: str, pool: Pool, recorded: str | None = None) -> str:
     """The note of an EP group across nodes: which exchange the plan's numbers cost (the one the command
     runs) and what could run faster, left to the user because it needs more than the image."""
     ranks = pool.tp_size * pool.dp_size
@@ -119,7 +147,7 @@ def cross_node_ep_note(engine: str, pool: Pool) -> str:
         return head + (f"without attention DP every one of the {ranks} TP ranks holds all tokens, so the expert "
                        "outputs are all-reduced over the TP group across the NICs, which is what the plan's numbers "
                        f"cost{backend}")
-    exchange = ep_exchange(engine)
+    exchange = ep_exchange(engine, recorded)
     if exchange == "alltoall":
         return head + ("the plan's numbers cost a DeepEP-style all-to-all of the routed tokens, selected above; it "
                        "needs DeepEP with NVSHMEM/IBGDA working on every host")

@@ -33,8 +33,10 @@ Facts read from the SGLang wheels (paths inside the 0.5.23 wheel unless noted):
 - ``--moe-a2a-backend`` defaults to ``none`` (fields/exec_.py:836-869; 0.5.3 server_args.py:315):
   with attention DP every rank gathers all DP ranks' tokens (srt/layers/dp_attention.py:661-755)
   and reduce-scatters the MoE output back, which is what the performance model costs
-  (EngineProfile.ep_exchange ``dp_gather``); an EP group across nodes gets a note naming ``deepep``
-  as the faster option that needs DeepEP and NVSHMEM/IBGDA on the hosts.
+  (EngineProfile.ep_exchange ``dp_gather``); a plan whose profile costs the all-to-all
+  (Plan.ep_exchange ``alltoall``) gets ``--moe-a2a-backend deepep``, one costing vLLM's
+  all-gather/reduce-scatter is refused (no such backend). An EP group across nodes gets a note
+  naming ``deepep`` as the faster option that needs DeepEP and NVSHMEM/IBGDA on the hosts.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _parallel_args(pool: Pool, ctx: NodeContext, flags: EngineFlags, notes: list
         else:
             args += ["--dp-size", str(pool.dp_size), "--enable-dp-attention"]
     if pool.ep_size > 1:
-        args += ["--ep-size", str(pool.ep_size), *ep_backend_args("sglang", pool)]
+        args += ["--ep-size", str(pool.ep_size), *ep_backend_args("sglang", pool, ctx.ep_exchange)]
     version = ctx.release.version
     if pool.dcp_size > 1:
         if "--dcp-size" in flags.flags:
@@ -97,7 +99,7 @@ def sglang_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         if pool.role == "prefill":
             args += ["--disaggregation-bootstrap-port", str(ctx.bootstrap_port)]
     if pool.ep_size > 1 and pool.layout.gpus_per_stage > ctx.gpus_on_node and ctx.node_rank == 0:
-        notes.append(cross_node_ep_note("sglang", pool))
+        notes.append(cross_node_ep_note("sglang", pool, ctx.ep_exchange))
     if ctx.num_nodes > 1:
         args += ["--dist-init-addr", f"{ctx.head}:{SGLANG_DIST_INIT_PORT + ctx.instance_index}",
                  "--nnodes", str(ctx.num_nodes), "--node-rank", str(ctx.node_rank)]

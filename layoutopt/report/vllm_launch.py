@@ -31,7 +31,7 @@ Facts read from the vLLM wheels (paths inside the 0.33.0 wheel unless noted):
   (config/parallel.py:220; 0.13.0 through VLLM_ALL2ALL_BACKEND, envs.py:1274-1276): with attention
   DP every MoE rank all-gathers all DP ranks' tokens and reduce-scatters the outputs
   (distributed/device_communicators/all2all.py:116-160), which is what the performance model costs
-  (EngineProfile.ep_exchange); the command selects a backend only where the model costs another
+  (EngineProfile.ep_exchange, recorded in Plan.ep_exchange); the command selects a backend only where the model costs another
   (``ep_backend_args``). An EP group across nodes gets a note naming ``deepep_low_latency`` /
   ``deepep_high_throughput`` (config/parallel.py:223-224) as the faster option that needs DeepEP
   and NVSHMEM/IBGDA on the hosts.
@@ -99,9 +99,9 @@ def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         args += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
         env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = ctx.advertise_host
         env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(ctx.side_channel_port)
-    args += ep_backend_args("vllm", pool)
+    args += ep_backend_args("vllm", pool, ctx.ep_exchange)
     if pool.ep_size > 1 and pool.layout.gpus_per_stage > ctx.gpus_on_node and ctx.node_rank == 0:
-        notes.append(cross_node_ep_note("vllm", pool))
+        notes.append(cross_node_ep_note("vllm", pool, ctx.ep_exchange))
     program = (*ENGINE_PROGRAMS["vllm"], ctx.model)
     if ctx.num_nodes == 1:
         return NodeLaunch(env=env, argv=(*program, *args), notes=tuple(notes))

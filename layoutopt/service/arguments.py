@@ -68,11 +68,12 @@ def check_plan(plan: Plan, loc: tuple[str | int, ...] = ("body", "plan")) -> Non
     """A plan sent over HTTP names a built-in model and catalog GPUs only (never a path on the server)."""
     from layoutopt.hardware_catalog.catalog import get_gpu
     from layoutopt.model_catalog.catalog import catalog_names, is_catalog_model
-    from layoutopt.plan.schema import SCHEMA_VERSION
+    from layoutopt.plan.schema import READABLE_SCHEMA_VERSIONS
 
-    if plan.schema_version != SCHEMA_VERSION:
+    if plan.schema_version not in READABLE_SCHEMA_VERSIONS:
+        versions = ", ".join(map(str, READABLE_SCHEMA_VERSIONS))
         raise ServiceError(422, [item("input_error", [*loc, "schema_version"], plan.schema_version,
-                                      f"schema_version {SCHEMA_VERSION} (plans of this layoutopt)")])
+                                      f"schema_version {versions} (plans this layoutopt reads)")])
     if not is_catalog_model(plan.model):
         error = unknown_name_error("model", plan.model, catalog_names())
         raise ServiceError(422, [item("input_error", [*loc, "model"], plan.model,
