@@ -46,7 +46,7 @@ def test_json_and_output_file(tmp_path):
     written = json.loads(target.read_text())
     printed["solver"].pop("wall_time_s"), written["solver"].pop("wall_time_s")
     assert printed == written
-    assert printed["schema_version"] == 1 and printed["status"] == "optimal"
+    assert printed["schema_version"] == 2 and printed["ep_exchange"] == "allgather_reducescatter" and printed["status"] == "optimal"
     assert list(tmp_path.joinpath("plans").iterdir()) == [target]  # no temporary file left behind
 
 

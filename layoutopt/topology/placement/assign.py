@@ -2,7 +2,9 @@
 
 Inside a domain any free GPUs serve (NVLink is all-to-all there), so GPU indices are chosen
 for tidiness only: larger groups first, each on the node with the fewest free GPUs that still
-holds it (best fit), spanning nodes only when no single node can (NVL72 stages beyond one tray).
+holds it (best fit), spanning nodes only when no single node can (NVL72 stages beyond one tray):
+the nodes with the most free GPUs, or for a pool under the engine's node-split rule the same GPUs
+on each of as few nodes as can hold them.
 Stage groups are then cut into instances in domain order, which keeps a PP instance's stages
 in one domain or rack whenever the counts allow; a pool placed in parts (``node_rule``) has its
 parts dealt to instances so that no instance holds two parts of one domain.
@@ -48,7 +50,7 @@ def stage_gpus_by_pool(
             remaining[gpu.node].append(gpu)
         for demand, count in groups:
             for _ in range(count):
-                taken = _take(remaining, demand.stage_gpus)
+                taken = _take(remaining, demand.stage_gpus, demand.even_split)
                 if demand.groups_per_part > 1 or demand.parts_apart:
                     parts[demand.pool_index].append((domain.name, taken))
                 else:
@@ -59,12 +61,24 @@ def stage_gpus_by_pool(
     return stages
 
 
-def _take(remaining: dict[str, list[GpuId]], size: int) -> tuple[GpuId, ...]:
+def _take(remaining: dict[str, list[GpuId]], size: int, even: bool = False) -> tuple[GpuId, ...]:
     fitting = [node for node, free in remaining.items() if len(free) >= size]
     if fitting:
         node = min(fitting, key=lambda n: len(remaining[n]))
         taken, remaining[node] = remaining[node][:size], remaining[node][size:]
         return tuple(taken)
+    if even:
+        # The same GPUs on each node, as few nodes as can hold it, each the one with the least room.
+        for parts in range(2, size + 1):
+            share = size // parts
+            roomy = sorted((n for n, free in remaining.items() if len(free) >= share), key=lambda n: len(remaining[n]))
+            if size % parts or len(roomy) < parts:
+                continue
+            gpus: list[GpuId] = []
+            for node in roomy[:parts]:
+                gpus += remaining[node][:share]
+                remaining[node] = remaining[node][share:]
+            return tuple(gpus)
     gpus: list[GpuId] = []
     for node in sorted(remaining, key=lambda n: -len(remaining[n])):
         need = size - len(gpus)

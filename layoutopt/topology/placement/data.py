@@ -56,6 +56,8 @@ class StageDemand(_Frozen):
     kv_units_per_stage: int = Field(description="KV units a stage sends (> 0, prefill) or takes (< 0, decode)")
     groups_per_part: int = Field(default=1, ge=1, description="stage groups one placed group holds: > 1 where the "
                                  "engine's node-split rule places the instance in equal parts (``node_rule``)")
+    even_split: bool = Field(default=False, description="a group wider than any node of its domain takes the same "
+                             "GPUs on each node it spans where the domain allows (the node-split rule's pools)")
     parts_apart: bool = Field(default=False, description="the instance's groups go to different domains (nodes), "
                               "so at most num_instances of the pool's groups share one domain")
 
@@ -195,7 +197,7 @@ def prepare(plan: Plan, cluster: Cluster, kv_bytes_per_request: float | None, sp
             pool_index=index, label=labels[index], role=pool.role, gpu=pool.gpu, stage_gpus=unit_gpus * k,
             pp_size=groups, units_per_stage=per_stage, num_instances=pool.instances,
             layout_name=layout.short_name(), kv_units_per_stage=units, groups_per_part=k,
-            parts_apart=index in (part_groups or {}) and groups > 1,
+            parts_apart=index in (part_groups or {}) and groups > 1, even_split=index in (part_groups or {}),
         ))
     smallest = {}
     for demand in demands:

@@ -140,36 +140,38 @@ def place(
     broken = broken_splits(plan, result.instances)
     if not broken:
         return result
-    return _place_in_parts(plan, cluster, data, outcome, broken, kv_bytes_per_request, spread_racks, time_limit_s,
-                           start_s)
+    return _place_in_parts(plan, cluster, data, outcome, broken, kv_bytes_per_request, spread_racks, budget, start_s)
 
 
 def _place_in_parts(plan: Plan, cluster: Cluster, free_data: PlacementData, free_outcome: _Outcome,
-                    broken: dict, kv_bytes_per_request: float | None, spread_racks: bool, time_limit_s: float,
+                    broken: dict, kv_bytes_per_request: float | None, spread_racks: bool, budget: SolveBudget,
                     start_s: float) -> PlacementResult:
     """The placement again, each pool whose instance the engine's node-split rule refused placed in
-    equal parts the rule accepts (``node_rule``); pools refused in turn join, until every instance
-    passes. Its objectives are proven where they meet the rule-free optimum (a bound: the rule
-    only removes placements); infeasible, naming the rule, when no part size fits."""
+    equal parts the rule accepts (``node_rule``, largest parts first); a pool refused again tries
+    its next part size, pools refused in turn join, until every instance passes (each round drops
+    a part size or adds a pool, so it ends). The rounds share the placement's CP-SAT budget. Its
+    objectives are proven where they meet the rule-free optimum (a bound: the rule only removes
+    placements); infeasible, naming the rule, when no part size fits."""
     sizes: dict[int, list[int]] = {}
     refused: dict[int, tuple[str, object]] = {}
-    for attempt in range(len(plan.pools) * 4):
+    while True:
         for pool_index, found in broken.items():
             refused.setdefault(pool_index, found)
-            if pool_index not in sizes:
-                sizes[pool_index] = part_sizes(plan, free_data, pool_index)
-            elif sizes[pool_index]:
-                sizes[pool_index] = sizes[pool_index][1:]   # the part size tried broke it: the next one
+            tried = pool_index in sizes
+            # The part size tried broke the rule again (a group split over a domain's nodes): the next one.
+            sizes[pool_index] = sizes[pool_index][1:] if tried else part_sizes(plan, free_data, pool_index)
             if not sizes[pool_index]:
-                return unplaced_result(plan, "infeasible", [_rule_reason(plan, pool_index, refused[pool_index])],
-                                       start_s)
+                reason = _rule_reason(plan, pool_index, refused[pool_index], tried)
+                return unplaced_result(plan, "infeasible", [reason], start_s)
         data = prepare(plan, cluster, kv_bytes_per_request, spread_racks, {p: k[0] for p, k in sizes.items()})
-        outcome = _solve(data, SolveBudget(time_limit_s), enforce_kv_capacity=True)
+        outcome = _solve(data, budget, enforce_kv_capacity=True)
         if outcome.status in ("infeasible", "timeout"):
             # Another part size of the pool with the most left to try, else say why.
             pool_index = max(sizes, key=lambda p: (len(sizes[p]), -p))
             if len(sizes[pool_index]) <= 1:
                 reason = _rule_reason(plan, pool_index, refused[pool_index], tried=True)
+                if outcome.status == "timeout":
+                    reason += "; the search ran out of time: give placement more time"
                 return unplaced_result(plan, outcome.status, [reason], start_s)
             broken = {pool_index: refused[pool_index]}
             continue
@@ -179,7 +181,6 @@ def _place_in_parts(plan: Plan, cluster: Cluster, free_data: PlacementData, free
         broken = broken_splits(plan, result.instances)
         if not broken:
             return result
-    raise RuntimeError("placement in parts did not settle")  # each attempt removes a part size: unreachable
 
 
 def _rule_reason(plan: Plan, pool_index: int, found: tuple, tried: bool = False) -> str:
