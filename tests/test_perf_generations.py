@@ -8,7 +8,13 @@ from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model.calibration import get_engine_profile, resolve_engine
 from layoutopt.perf_model.compute import forward_coefficients
-from layoutopt.perf_model.generations import gemm_saturation, gemm_series, generation_scales
+from layoutopt.perf_model.generations import (
+    gemm_saturation,
+    gemm_series,
+    generation_scales,
+    generation_spec,
+    peak_rate_factor,
+)
 from layoutopt.plan import Layout
 
 MODEL = get_model("llama-3.1-70b")
@@ -95,3 +101,29 @@ def test_engines_have_a_profile_fitted_on_blackwell_and_list_once():
         assert resolve_engine(engine, get_gpu("B200")) == blackwell
         assert resolve_engine(engine, get_gpu("GB300")) == blackwell  # same generation, no rows of its own
     assert list_engines() == ["sglang", "trtllm", "vllm"]
+
+
+def test_the_peak_rate_split_solves_the_b200_tables_and_slows_blackwell_ultra_fp4():
+    split = generation_spec(get_gpu("B200")).peak_rate_split
+    series = gemm_series()
+    fp4 = gemm_saturation(series["b200_nvfp4_cutlass_vllm"])
+    fp8 = gemm_saturation(series["b200_fp8_cutlass_vllm"])
+    # The two constants reproduce both B200 asymptotes (they are solved from them) ...
+    assert split.fraction(9000) == pytest.approx(fp4.asymptote_fraction, rel=0.005)
+    assert split.fraction(4500) == pytest.approx(fp8.asymptote_fraction, rel=0.005)
+    # ... and put B200 BF16 within 10 % of the measured cuBLAS table they were not solved from.
+    bf16 = gemm_saturation(series["b200_bf16_cublas_vllm"])
+    assert split.fraction(2250) == pytest.approx(bf16.asymptote_fraction, rel=0.10)
+    b200, b300 = get_gpu("B200"), get_gpu("B300")
+    assert peak_rate_factor(b200, "fp4") == 1.0 and peak_rate_factor(b300, "fp8") == 1.0  # same peaks
+    # B300: 14 PF FP4. Hand computation: 1/0.812 + 14000/8763 = 2.829 against 1/0.812 + 9000/8763 = 2.258.
+    assert peak_rate_factor(b300, "fp4") == pytest.approx(2.258 / 2.829, rel=0.005)
+    fp4_tflops = {g: get_gpu(g).fp4_tflops * generation_scales(get_gpu(g), "fp4").gemm for g in ("B200", "B300")}
+    assert 1.2 < fp4_tflops["B300"] / fp4_tflops["B200"] < 1.3
+
+
+def test_mxfp4_takes_the_fp4_tensor_cores_figure():
+    for name in ("B200", "MI355X"):
+        gpu = get_gpu(name)
+        assert generation_scales(gpu, "mxfp4") == generation_scales(gpu, "fp4")
+    assert generation_scales(get_gpu("B200"), "mxfp4").gemm < generation_scales(get_gpu("B200"), "bf16").gemm

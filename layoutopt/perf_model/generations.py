@@ -34,6 +34,28 @@ class PrecisionScale(_Frozen):
     half_rows_scale: float = Field(gt=0, description="rows to reach half of it / Hopper FP8's")
 
 
+class PeakRateSplit(_Frozen):
+    """How a generation's large-M GEMM fraction changes with a GPU's peak for one precision.
+
+    A GEMM tile's time is tensor-core time, FLOPs / (peak x ``tensor_core_fraction``), plus work
+    that does not run on the tensor cores and does not speed up with them (epilogue, barriers, tile
+    scheduling), FLOPs / ``other_work_tflops``. So the fraction of peak is
+    1 / (1 / tensor_core_fraction + peak / other_work_tflops), and a GPU of the generation with a
+    faster precision (B300's 14 PF FP4 against B200's 9 PF, same FP8) keeps a smaller share of it
+    than the GPU the generation's scales describe (``reference_tflops``, per precision).
+    """
+
+    tensor_core_fraction: float = Field(gt=0, le=1)
+    other_work_tflops: float = Field(gt=0)
+    reference_tflops: dict[str, float] = Field(description="the peak per precision of the GPU the scales "
+                                               "and the generation's engine fits describe")
+    source: str
+
+    def fraction(self, peak_tflops: float) -> float:
+        """Large-M fraction of ``peak_tflops`` a GEMM reaches."""
+        return 1.0 / (1.0 / self.tensor_core_fraction + peak_tflops / self.other_work_tflops)
+
+
 class GenerationSpec(_Frozen):
     name: str
     hbm_scale: float = Field(gt=0)
@@ -44,6 +66,9 @@ class GenerationSpec(_Frozen):
     scaleup_mesh: bool = Field(default=False, description="switchless full mesh (xGMI): a GPU has one link per "
                                "peer, so a smaller group uses only part of its scale-up bandwidth")
     precisions: dict[str, PrecisionScale]
+    peak_rate_split: PeakRateSplit | None = Field(default=None, description="the GEMM fraction's dependence "
+                                                  "on a GPU's peak within the generation (None: the same fraction "
+                                                  "on every GPU of it)")
     source: str
     estimate: bool
 
@@ -140,11 +165,33 @@ def weight_only_dequant_scale() -> float:
     return _load()[1]
 
 
+def _precision_scale(spec: GenerationSpec, compute_precision: str) -> PrecisionScale:
+    """The generation's scale for a precision: MXFP4 runs on the FP4 tensor cores (the same
+    block-scaled MMA, one E8M0 scale per 32 values instead of an E4M3 one per 16) and takes FP4's
+    figure where it has none of its own; a precision without a figure takes BF16's."""
+    scale = spec.precisions.get(compute_precision)
+    if scale is None and compute_precision == "mxfp4":
+        scale = spec.precisions.get("fp4")
+    return scale or spec.precisions["bf16"]
+
+
+def peak_rate_factor(gpu: GpuSpec, compute_precision: str) -> float:
+    """The GEMM fraction of ``gpu``'s peak over that of the generation's reference GPU at the same
+    precision (:class:`PeakRateSplit`); 1 where the generation has no split or the peaks agree."""
+    split = generation_spec(gpu).peak_rate_split
+    key = "fp4" if compute_precision == "mxfp4" else compute_precision
+    peak = gpu.peak_tflops(compute_precision)  # type: ignore[arg-type]
+    if split is None or peak is None or key not in split.reference_tflops:
+        return 1.0
+    return split.fraction(peak) / split.fraction(split.reference_tflops[key])
+
+
 @lru_cache(maxsize=256)
 def generation_scales(gpu: GpuSpec, compute_precision: str) -> Scales:
     """Scales for ``gpu`` running GEMMs in ``compute_precision`` (a precision the generation lacks a
-    figure for takes its BF16 one)."""
+    figure for takes its BF16 one; MXFP4 its FP4 one), the GEMM one corrected for the GPU's peak
+    within its generation (:func:`peak_rate_factor`)."""
     spec = generation_spec(gpu)
-    scale = spec.precisions.get(compute_precision) or spec.precisions["bf16"]
-    return Scales(generation=spec.name, gemm=scale.gemm_scale, half_rows=scale.half_rows_scale,
-                  hbm=spec.hbm_scale, attention=spec.attention_scale)
+    scale = _precision_scale(spec, compute_precision)
+    return Scales(generation=spec.name, gemm=scale.gemm_scale * peak_rate_factor(gpu, compute_precision),
+                  half_rows=scale.half_rows_scale, hbm=spec.hbm_scale, attention=spec.attention_scale)
