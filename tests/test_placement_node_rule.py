@@ -21,10 +21,10 @@ from layoutopt.hardware_catalog.catalog import load_catalog
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.report.emit import render
 from layoutopt.topology import load_cluster, place, validate_placement
-from layoutopt.topology.placement.node_rule import arrange_parts, node_counts
+from layoutopt.topology.placement.node_rule import arrange_parts
 from layoutopt.topology.cluster import GpuId
-from layoutopt.topology.placement.encoding import instance_gpus
 
+RELEASE = {"vllm": "0.33.0", "sglang": "0.5.23"}
 FRAGMENTED = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "fragmented-h100.yaml"
 
 
@@ -63,6 +63,16 @@ def test_a_placement_that_splits_evenly_still_proves_its_objectives():
     result = place(on("sglang", pool("colocated", tp=1, pp=4)), cluster)
     assert splits(result) == [[2, 2]]
     assert result.status == "optimal" and all(o.proven_by != "none" for o in result.objectives)
+
+
+def test_instances_of_one_pool_may_split_in_different_part_sizes(tmp_path):
+    """1 + 3 + 3 + 3 free GPUs hold two SGLang PP4 instances only as 2 + 2 and 1 + 1 + 1 + 1 (both
+    2 + 2 needs four nodes with 2 free, both 1 + 1 + 1 + 1 two GPUs on the first node)."""
+    cluster = cluster_with_free(tmp_path, [1, 3, 3, 3])
+    result = place(on("sglang", pool("colocated", tp=1, pp=4, instances=2)), cluster)
+    assert result.placed and validate_placement(result.plan, cluster) == []
+    assert sorted(splits(result)) == [[1, 1, 1, 1], [2, 2]]
+    assert [p.instance_id for p in result.plan.placement] == ["colocated-0-0", "colocated-0-1"]
 
 
 def test_no_even_split_is_infeasible_naming_the_rule(tmp_path):
@@ -152,7 +162,7 @@ CASES = [(engine, tp, pp, dp, n, free)
          for engine in ("sglang", "vllm")
          for tp, pp, dp in ((1, 4, 1), (1, 3, 1), (2, 2, 1), (1, 2, 2), (1, 4, 2), (2, 3, 1))
          for n in (1, 2, 3)
-         for free in ([3, 3, 3, 3], [3, 1], [4, 2, 2], [5, 3], [6, 2, 1, 3], [2, 2, 2])
+         for free in ([3, 3, 3, 3], [3, 1], [4, 2, 2], [5, 3], [6, 2, 1, 3], [2, 2, 2], [1, 3, 3, 3])
          if tp * pp * dp * n <= sum(free)]
 
 
@@ -168,18 +178,21 @@ def test_every_placement_passes_the_rule_and_brute_force_agrees_where_one_exists
         assert all(not check_node_split(engine, the_pool.layout, s) for s in splits(result)), splits(result)
         assert exists
     else:
-        # Where a rule-valid placement exists but needs instances of different part sizes the
-        # placement (one part size per pool) may miss it; these small cases have none such.
+        # Placement tries one part size per pool, then mixes of two (part_options): on these small
+        # clusters that finds every placement the rule allows.
         assert not exists, (result.reasons, free)
 
 
-def test_every_plan_solve_places_on_the_fragmented_cluster_passes_the_plan_rules():
+@pytest.mark.parametrize("model", ["qwen3-32b", "llama-3.1-70b"])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_every_plan_solve_places_on_the_fragmented_cluster_passes_the_plan_rules_and_emits(model, engine):
+    """E.g. llama-3.1-70b for SGLang (when written): 2 x prefill TP1 x PP4 and a TP2 decode on 3 + 3 + 3 + 3
+    free GPUs, which the rule-free placement split 3 + 1 (emit refused the plan); now 2 + 2 and 1 + 1 + 1 + 1."""
     from layoutopt import api
     catalog = load_catalog()
-    for engine in ("sglang", "vllm"):
-        planned = api.solve("qwen3-32b", cluster=FRAGMENTED, isl=2000, osl=200, engine=engine)
-        assert planned.placement
-        gpus = [catalog.gpu(p.gpu) for p in planned.pools]
-        assert plan_rule_violations(engine, planned, get_model("qwen3-32b"), gpus) == []
-        assert all(instance_gpus(p) for p in planned.placement)
-        assert all(node_counts(instance_gpus(p)) for p in planned.placement)
+    planned = api.solve(model, cluster=FRAGMENTED, isl=2000, osl=200, engine=engine)
+    assert planned.status == "optimal" and planned.placement
+    gpus = [catalog.gpu(p.gpu) for p in planned.pools]
+    assert plan_rule_violations(engine, planned, get_model(model), gpus) == []
+    files = render(planned, engine=engine, plots=False)
+    check_emitted_files(files, engine, RELEASE[engine])

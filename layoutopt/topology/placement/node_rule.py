@@ -7,9 +7,11 @@
   the same count on every node; vLLM with DP: not whole DP ranks on each node).
 - ``part_sizes``: for a pool whose instances must split, the ways to place an instance in equal
   parts, one part of k stage groups per node, that the rule accepts (k = all groups: the whole
-  instance in one domain). ``solver.place`` then places such a pool in parts of one chosen k,
-  the parts of one instance in different domains (``data.StageDemand.parts_apart``), and
-  ``arrange_parts`` deals the placed parts to instances so that holds.
+  instance in one domain); ``part_options`` the ways to place the pool (one part size for all
+  its instances, or two sizes). ``solver.place`` then places such a pool in parts
+  (``split_plan``: one pool per part size), the parts of one instance in different domains
+  (``data.StageDemand.parts_apart``), and ``arrange_parts`` deals the placed parts to instances
+  so that holds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from layoutopt.plan import Plan
 from layoutopt.topology.cluster import GpuId
 from layoutopt.topology.placement.data import PlacementData
 from layoutopt.topology.placement.result import InstanceAssignment
+
+# ((groups per part, instances), ...): one entry, or two when a pool mixes two part sizes.
+PartOption = tuple[tuple[int, int], ...]
+# Part options tried for one pool before placement says none fits.
+MAX_PART_OPTIONS = 32
 
 
 def node_counts(gpus: Sequence[GpuId]) -> list[int]:
@@ -49,9 +56,10 @@ def broken_splits(plan: Plan, instances: Sequence[InstanceAssignment]) -> dict[i
     return broken
 
 
-def part_sizes(plan: Plan, data: PlacementData, pool_index: int) -> list[int]:
+def part_sizes(plan: Plan, data: PlacementData, pool_index: int, fitting_only: bool = True) -> list[int]:
     """Groups per part (k) with which the rule accepts an instance of the pool split into equal
-    parts on different nodes, and the pool alone fits the free GPUs: largest k (fewest nodes) first."""
+    parts on different nodes, largest k (fewest nodes) first; ``fitting_only``: only those with
+    which the pool alone fits the free GPUs."""
     demand = next(d for d in data.demands if d.pool_index == pool_index)
     groups = demand.pp_size * demand.groups_per_part
     group_gpus = demand.stage_gpus // demand.groups_per_part
@@ -62,11 +70,41 @@ def part_sizes(plan: Plan, data: PlacementData, pool_index: int) -> list[int]:
         parts = groups // k
         if groups % k or (parts > 1 and check_node_split(plan.engine, layout, [k * group_gpus] * parts)):
             continue
-        limit = demand.num_instances if parts > 1 else demand.num_instances * parts
-        room = sum(min(f // (k * group_gpus), limit) for f in free)
-        if room >= demand.num_instances * parts:
+        room = sum(min(f // (k * group_gpus), demand.num_instances) for f in free)
+        if room >= demand.num_instances * parts or not fitting_only:
             sizes.append(k)
     return sizes
+
+
+def part_options(plan: Plan, data: PlacementData, pool_index: int) -> list[PartOption]:
+    """The ways ``solver.place`` tries to place a pool the rule refused, in order: every instance
+    in parts of one size k (largest first, sizes with which the pool alone fits), then n_a
+    instances in parts of k_a and the rest in parts of a smaller k_b (more instances at the
+    larger size first); at most ``MAX_PART_OPTIONS``."""
+    instances = plan.pools[pool_index].instances
+    options: list[PartOption] = [((k, instances),) for k in part_sizes(plan, data, pool_index)]
+    valid = part_sizes(plan, data, pool_index, fitting_only=False)
+    for i, larger in enumerate(valid):
+        for smaller in valid[i + 1:]:
+            options += [((larger, n), (smaller, instances - n)) for n in range(instances - 1, 0, -1)]
+    return options[:MAX_PART_OPTIONS]
+
+
+def split_plan(plan: Plan, chosen: dict[int, PartOption]) -> tuple[Plan, dict[int, int], dict[int, int]]:
+    """The plan the solver places for ``chosen`` part options: a pool with two part sizes becomes
+    two pools (the second appended), each placed in its own parts. Returns (plan, groups per part
+    by pool index, the original pool index of each appended pool)."""
+    pools = list(plan.pools)
+    part_groups: dict[int, int] = {}
+    origin: dict[int, int] = {}
+    for pool_index, ((k, n), *rest) in sorted(chosen.items()):
+        pools[pool_index] = plan.pools[pool_index].model_copy(update={"instances": n})
+        part_groups[pool_index] = k
+        for k_more, n_more in rest:
+            origin[len(pools)] = pool_index
+            part_groups[len(pools)] = k_more
+            pools.append(plan.pools[pool_index].model_copy(update={"instances": n_more}))
+    return plan.model_copy(update={"pools": pools}), part_groups, origin
 
 
 def arrange_parts(parts: Sequence[tuple[str, tuple[GpuId, ...]]], per_instance: int,

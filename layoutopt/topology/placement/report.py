@@ -32,11 +32,14 @@ def unplaced_result(plan: Plan, status: PlacementStatus, reasons: list[str], sta
 def placed_result(
     plan: Plan, cluster: Cluster, data: PlacementData, status: PlacementStatus,
     counts: dict[tuple[int, str], int], kv_bytes_per_request: float | None, start_s: float,
-    objectives: list[ObjectiveProof] | None = None,
+    objectives: list[ObjectiveProof] | None = None, origin: dict[int, int] | None = None,
 ) -> PlacementResult:
-    """The plan with ``placement`` filled, KV pairings, PP links and rack traffic."""
-    instances = build_instances(plan, cluster, stage_gpus_by_pool(data, cluster, counts),
-                                {d.pool_index: d.units_per_stage for d in data.demands})
+    """The plan with ``placement`` filled, KV pairings, PP links and rack traffic. ``origin``: the
+    pool of ``plan`` each extra pool of ``data`` places instances of (``node_rule.split_plan``)."""
+    stages = stage_gpus_by_pool(data, cluster, counts)
+    for extra, pool_index in sorted((origin or {}).items()):
+        stages[pool_index] = list(stages.get(pool_index, [])) + list(stages.pop(extra, []))
+    instances = build_instances(plan, cluster, stages, {d.pool_index: d.units_per_stage for d in data.demands})
     placement = [placed_instance(i.instance_id, i.role, i.gpus, i.pool_index) for i in instances]
     pairings = kv_pairings(cluster, instances)
     first_gpu = {i.instance_id: i.stages[0][0] for i in instances}

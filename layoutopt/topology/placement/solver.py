@@ -50,6 +50,11 @@ Solving, in near-linear time where the structure allows it
        better), the bound as a cut. Skipped when the model has more than
        ``SEARCH_VARIABLES_PER_S`` placement variables per deterministic second of budget: the
        greedy placement is then reported ``feasible``, each objective with its bound.
+    4. the engine's node-split rule (``uneven_nodes``, ``engines.rules.check_node_split``, what emit
+       checks): a placed instance the rule refuses (SGLang PP4 as 3 + 1 GPUs) makes its pool be
+       placed again in equal parts per node the rule accepts (``node_rule``), the parts of one
+       instance in different domains, with the same steps; its objectives are proven where they
+       meet the rule-free optimum, and infeasible names the rule when no option fits.
 The status is ``optimal`` only when every objective is proven (``result.objectives`` says how).
 Determinism: one worker, a fixed seed, and a budget in CP-SAT deterministic time over every
 solve of a placement (``budget``), so neither the placement nor its status depends on the
@@ -78,7 +83,7 @@ from layoutopt.topology.placement.explain import (
 )
 from layoutopt.topology.placement.evaluate import kv_balance_units, model_violations, objective_values
 from layoutopt.topology.placement.greedy import greedy_counts
-from layoutopt.topology.placement.node_rule import broken_splits, part_sizes
+from layoutopt.topology.placement.node_rule import PartOption, broken_splits, part_options, split_plan
 from layoutopt.topology.placement.objectives import objectives_in_order
 from layoutopt.topology.placement.report import placed_result, unplaced_result
 from layoutopt.topology.placement.result import ObjectiveProof, PlacementResult
@@ -147,58 +152,66 @@ def _place_in_parts(plan: Plan, cluster: Cluster, free_data: PlacementData, free
                     broken: dict, kv_bytes_per_request: float | None, spread_racks: bool, budget: SolveBudget,
                     start_s: float) -> PlacementResult:
     """The placement again, each pool whose instance the engine's node-split rule refused placed in
-    equal parts the rule accepts (``node_rule``, largest parts first); a pool refused again tries
-    its next part size, pools refused in turn join, until every instance passes (each round drops
-    a part size or adds a pool, so it ends). The rounds share the placement's CP-SAT budget. Its
-    objectives are proven where they meet the rule-free optimum (a bound: the rule only removes
-    placements); infeasible, naming the rule, when no part size fits."""
-    sizes: dict[int, list[int]] = {}
+    equal parts the rule accepts (``node_rule.part_options``: one part size, else a mix of two); a
+    pool refused again, or the pool with the most options left when nothing fits, takes its next
+    option, pools refused in turn join, until every instance passes (each round uses up an option
+    or adds a pool, so it ends). The rounds share the placement's CP-SAT budget. Its objectives
+    are proven where they meet the rule-free optimum (a bound: the rule only removes placements);
+    infeasible, naming the rule, when no option fits."""
+    options: dict[int, list[PartOption]] = {}
+    chosen: dict[int, int] = {}
     refused: dict[int, tuple[str, object]] = {}
     while True:
         for pool_index, found in broken.items():
             refused.setdefault(pool_index, found)
-            tried = pool_index in sizes
-            # The part size tried broke the rule again (a group split over a domain's nodes): the next one.
-            sizes[pool_index] = sizes[pool_index][1:] if tried else part_sizes(plan, free_data, pool_index)
-            if not sizes[pool_index]:
-                reason = _rule_reason(plan, pool_index, refused[pool_index], tried)
-                return unplaced_result(plan, "infeasible", [reason], start_s)
-        data = prepare(plan, cluster, kv_bytes_per_request, spread_racks, {p: k[0] for p, k in sizes.items()})
+            if pool_index in options:
+                chosen[pool_index] += 1
+            else:
+                options[pool_index], chosen[pool_index] = part_options(plan, free_data, pool_index), 0
+            if chosen[pool_index] >= len(options[pool_index]):
+                return unplaced_result(plan, "infeasible", [_rule_reason(plan, pool_index, refused[pool_index],
+                                                                         len(options[pool_index]))], start_s)
+        derived, part_groups, origin = split_plan(plan, {p: options[p][chosen[p]] for p in options})
+        data = prepare(derived, cluster, kv_bytes_per_request, spread_racks, part_groups)
         outcome = _solve(data, budget, enforce_kv_capacity=True)
         if outcome.status in ("infeasible", "timeout"):
-            # Another part size of the pool with the most left to try, else say why.
-            pool_index = max(sizes, key=lambda p: (len(sizes[p]), -p))
-            if len(sizes[pool_index]) <= 1:
-                reason = _rule_reason(plan, pool_index, refused[pool_index], tried=True)
+            pool_index = max(options, key=lambda p: (len(options[p]) - chosen[p], -p))
+            if chosen[pool_index] + 1 >= len(options[pool_index]):
+                reason = _rule_reason(plan, pool_index, refused[pool_index], len(options[pool_index]))
                 if outcome.status == "timeout":
                     reason += "; the search ran out of time: give placement more time"
                 return unplaced_result(plan, outcome.status, [reason], start_s)
             broken = {pool_index: refused[pool_index]}
             continue
-        proofs = _proofs_against(free_data, free_outcome, data, outcome)
+        proofs = _proofs_against(free_data, free_outcome, data, outcome, origin)
         status = "optimal" if all(p.proven_by != "none" for p in proofs) else "feasible"
-        result = placed_result(plan, cluster, data, status, outcome.counts, kv_bytes_per_request, start_s, proofs)
+        result = placed_result(plan, cluster, data, status, outcome.counts, kv_bytes_per_request, start_s, proofs,
+                               origin)
         broken = broken_splits(plan, result.instances)
         if not broken:
             return result
 
 
-def _rule_reason(plan: Plan, pool_index: int, found: tuple, tried: bool = False) -> str:
+def _rule_reason(plan: Plan, pool_index: int, found: tuple, tried: int) -> str:
     instance, violation = found
     pool = plan.pools[pool_index]
     text = (f"the cluster's free GPUs cannot hold {pool.role} pool {pool_index} ({pool.gpu} {pool.layout.short_name()}) "
             f"split over nodes as {plan.engine} requires: {violation} (the rule-free placement of {instance})")
-    if tried:
-        return text + "; no placement of its instances in equal parts per node that the rule accepts fits either"
-    return text + "; no split of its instances into equal parts per node that the rule accepts fits the free GPUs"
+    if not tried:
+        return text + "; no split of its instances into equal parts per node that the rule accepts fits the free GPUs"
+    return (text + f"; none of the {tried} ways tried to place its instances in equal parts per node (one part size, "
+            "or two) fits the free GPUs")
 
 
 def _proofs_against(free_data: PlacementData, free_outcome: _Outcome, data: PlacementData,
-                    outcome: _Outcome) -> list[ObjectiveProof]:
+                    outcome: _Outcome, origin: dict[int, int]) -> list[ObjectiveProof]:
     """Objectives of the placement in parts, in the rule-free model's units, each proven while it
     and every earlier one meet the rule-free optimum (no placement the rule allows does better)."""
     groups = {d.pool_index: d.groups_per_part for d in data.demands}
-    counts = {(p, name): n * groups[p] for (p, name), n in outcome.counts.items()}
+    counts: dict[tuple[int, str], int] = {}
+    for (p, name), n in outcome.counts.items():
+        key = (origin.get(p, p), name)
+        counts[key] = counts.get(key, 0) + n * groups[p]
     values = objective_values(free_data, counts)
     proofs: list[ObjectiveProof] = []
     earlier_met = True
