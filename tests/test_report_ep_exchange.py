@@ -91,3 +91,13 @@ def test_solve_records_the_exchange_of_its_profile():
     assert with_ep_exchange(plan, "sglang").ep_exchange == "dp_gather"
     deepep = get_engine_profile("vllm").model_copy(update={"ep_exchange": "alltoall"})
     assert with_ep_exchange(plan, deepep).ep_exchange == "alltoall"
+
+
+def test_the_service_reads_both_schema_versions():
+    from layoutopt.service.arguments import ServiceError, check_plan
+
+    old = load_plan(FIXTURES / "plan_moe_ep_dp.json")
+    for version in READABLE_SCHEMA_VERSIONS:
+        check_plan(old.model_copy(update={"schema_version": version}))
+    with pytest.raises(ServiceError):
+        check_plan(old.model_copy(update={"schema_version": 3}))
