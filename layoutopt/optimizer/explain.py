@@ -209,4 +209,5 @@ def mode_note(table: CandidateTable, used: list[tuple[Candidate, int]]) -> str |
     winner = "colocated" if roles == {"colocated"} else ("disaggregated" if "colocated" not in roles else "both")
     return (f"{winner} wins: best colocated {best_colocated.layout.short_name()} {colocated_per_usd:,.0f} requests/$ "
             f"vs prefill {best_prefill.layout.short_name()} + decode {best_decode.layout.short_name()} "
-            f"{pair_per_usd:,.0f} requests/$ (prefill:decode GPUs {split:.2f}:1 by the seeds' formula)")
+            f"{pair_per_usd:,.0f} requests/$, each at its full capacity with fractional instances (the plan's whole "
+            f"instances and budget come on top; prefill:decode GPUs {split:.2f}:1 by the seeds' formula)")
