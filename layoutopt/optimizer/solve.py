@@ -17,6 +17,9 @@ Stages:
    (b) every candidate re-evaluated with the cross-rack link; the result is placed again. The
    reported plan is always the placed one; a plan that cannot be placed comes back infeasible
    with the placement's reasons.
+Between 2 and 3, when placement finds no split over nodes the engine's rule (``uneven_nodes``)
+accepts for a pool, the optimizer solves again without that pool's layout and places again, a few
+rounds (``rule_rounds``); such a plan is ``feasible``, optimal only over the candidates left.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from layoutopt.optimizer.placing import (
     unplaced_plan, with_placement,
 )
 from layoutopt.plan import Objective, Plan
+from layoutopt.optimizer.rule_rounds import label_replanned, replan_around_rule, with_failures, without
 from layoutopt.optimizer.plan_builder import build_plan, infeasible_plan
 from layoutopt.optimizer.scaling import to_integer_table
 from layoutopt.optimizer.search import SearchResult, search
@@ -247,16 +251,29 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
             placed_plan = placed_plan.model_copy(update={"cluster": resolved_cluster.name})
         return result, placed_plan
 
-    if limits is None:
-        return placed(plan, table, found, None, [])[1]
-    assumed = slowest_link(limits.same_rack_links, {p.gpu for p in plan.pools if p.role == "prefill"})
-    result, first = placed(plan, table, found, assumed, cluster_notes)
-    needs_feedback = limits.kv_crosses_racks_slower and any(p.role == "prefill" for p in plan.pools) and (
-        not result.placed or kv_link_too_slow(result, assumed))
-    if not needs_feedback:
-        return first
-    return _second_stage(first, result, limits, table, table_for, gpus, objective, top_k, clock, placed,
-                         context, cluster_notes, tolerance_fraction)
+    def assumed_kv(plan: Plan) -> Link | None:
+        if limits is None:
+            return None
+        return slowest_link(limits.same_rack_links, {p.gpu for p in plan.pools if p.role == "prefill"})
+
+    first_plan = plan
+    result, first = placed(plan, table, found, assumed_kv(plan), cluster_notes)
+    rounds = replan_around_rule(
+        first, result, table, found,
+        resolve=lambda t: clock.spend(search(to_integer_table(t), objective, remaining_s(), top_k,
+                                             tolerance_fraction)),
+        build=lambda f, t: build_plan(f, table=t, **context),
+        place_plan=lambda p, t, f: placed(p, t, f, assumed_kv(p), cluster_notes))
+    if not rounds.result.placed and rounds.excluded:
+        return with_failures(first, rounds.failures)
+    plan, table, found, result, first = rounds.plan, rounds.table, rounds.found, rounds.result, rounds.plan
+    assumed = assumed_kv(plan)
+    needs_feedback = limits is not None and limits.kv_crosses_racks_slower and any(
+        p.role == "prefill" for p in plan.pools) and (not result.placed or kv_link_too_slow(result, assumed))
+    if needs_feedback:
+        first = _second_stage(first, result, limits, table, table_for, gpus, objective, top_k, clock, placed,
+                              context, cluster_notes, tolerance_fraction, {e.candidate for e in rounds.excluded})
+    return label_replanned(first, first_plan, rounds.excluded)
 
 
 class SolverClock:
@@ -286,21 +303,23 @@ def _with_notes(plan: Plan, notes: list[str], as_reasons: bool = False) -> Plan:
 
 def _second_stage(first: Plan, first_result, limits: ClusterLimits, table: CandidateTable, table_for, gpus,
                   objective: str, top_k: int, clock: "SolverClock", placed, context: dict, cluster_notes: list[str],
-                  tolerance_fraction: float) -> Plan:
+                  tolerance_fraction: float, excluded: set[str] = frozenset()) -> Plan:
     """Re-solve once with what the placement showed: KV crossing racks is slower than assumed.
 
     Two ways out, each solved and placed; the better placed plan wins: (a) prefill and decode
     kept in one rack, where the same-rack link the candidates assumed holds; (b) every candidate
-    re-evaluated with the cross-rack link, which any placement delivers.
+    re-evaluated with the cross-rack link, which any placement delivers. ``excluded``: candidates
+    placement found no legal split for (``rule_rounds``), left out of both.
     """
     if first_result.kv_link is not None:
         seen = f"the first plan's KV path crossed racks at {first_result.kv_link.bandwidth_gb_per_s:.1f} GB/s per GPU"
     else:
         seen = "the first plan's KV traffic did not fit the rack uplinks"
-    in_rack = table.model_copy(update={"disaggregated_gpu_limits": dict(limits.rack_gpus)})
+    in_rack = without(table, set(excluded)).model_copy(update={"disaggregated_gpu_limits": dict(limits.rack_gpus)})
     options = [("prefill and decode kept in one rack", in_rack, limits.same_rack_links, clock.left() / 2)]
     options.append(("capacities re-evaluated with the cross-rack KV link",
-                    table_for(gpus, kv_links=limits.cross_rack_links), limits.cross_rack_links, None))
+                    without(table_for(gpus, kv_links=limits.cross_rack_links), set(excluded)),
+                    limits.cross_rack_links, None))
     best: Plan | None = None
     for label, option_table, links, share_s in options:
         found = clock.spend(search(to_integer_table(option_table), objective, share_s or clock.left(), top_k,

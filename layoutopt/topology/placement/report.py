@@ -25,8 +25,10 @@ from layoutopt.topology.placement.traffic import (
 )
 
 
-def unplaced_result(plan: Plan, status: PlacementStatus, reasons: list[str], start_s: float) -> PlacementResult:
-    return PlacementResult(status=status, plan=plan, reasons=reasons, wall_time_s=time.perf_counter() - start_s)
+def unplaced_result(plan: Plan, status: PlacementStatus, reasons: list[str], start_s: float,
+                    rule_refused_pools: list[int] | None = None) -> PlacementResult:
+    return PlacementResult(status=status, plan=plan, reasons=reasons, rule_refused_pools=rule_refused_pools or [],
+                           wall_time_s=time.perf_counter() - start_s)
 
 
 def placed_result(

@@ -88,6 +88,9 @@ class PlacementResult(_Frozen):
     objectives: list[ObjectiveProof] = Field(default_factory=list, description="in priority order; "
                                              "status is optimal only when every one is proven")
     reasons: list[str] = Field(default_factory=list, description="why no placement exists (infeasible, timeout)")
+    rule_refused_pools: list[int] = Field(
+        default_factory=list, description="infeasible only: pools (indices into plan.pools) the engine's node-split "
+        "rule (uneven_nodes) left no placement the free GPUs hold; the optimizer re-solves without their layouts")
     notes: list[str] = Field(default_factory=list)
     wall_time_s: float = Field(ge=0)
 

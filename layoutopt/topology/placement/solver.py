@@ -54,7 +54,8 @@ Solving, in near-linear time where the structure allows it
        checks): a placed instance the rule refuses (SGLang PP4 as 3 + 1 GPUs) makes its pool be
        placed again in equal parts per node the rule accepts (``node_rule``), the parts of one
        instance in different domains, with the same steps; its objectives are proven where they
-       meet the rule-free optimum, and infeasible names the rule when no option fits.
+       meet the rule-free optimum, and infeasible names the rule when no option fits (and the pool,
+       ``result.rule_refused_pools``, so that ``solve`` can re-solve without its layout).
 The status is ``optimal`` only when every objective is proven (``result.objectives`` says how).
 Determinism: one worker, a fixed seed, and a budget in CP-SAT deterministic time over every
 solve of a placement (``budget``), so neither the placement nor its status depends on the
@@ -170,7 +171,8 @@ def _place_in_parts(plan: Plan, cluster: Cluster, free_data: PlacementData, free
                 options[pool_index], chosen[pool_index] = part_options(plan, free_data, pool_index), 0
             if chosen[pool_index] >= len(options[pool_index]):
                 return unplaced_result(plan, "infeasible", [_rule_reason(plan, pool_index, refused[pool_index],
-                                                                         len(options[pool_index]))], start_s)
+                                                                         len(options[pool_index]))], start_s,
+                                       [pool_index])
         derived, part_groups, origin = split_plan(plan, {p: options[p][chosen[p]] for p in options})
         data = prepare(derived, cluster, kv_bytes_per_request, spread_racks, part_groups)
         outcome = _solve(data, budget, enforce_kv_capacity=True)
@@ -180,7 +182,8 @@ def _place_in_parts(plan: Plan, cluster: Cluster, free_data: PlacementData, free
                 reason = _rule_reason(plan, pool_index, refused[pool_index], len(options[pool_index]))
                 if outcome.status == "timeout":
                     reason += "; the search ran out of time: give placement more time"
-                return unplaced_result(plan, outcome.status, [reason], start_s)
+                return unplaced_result(plan, outcome.status, [reason], start_s,
+                                       [pool_index] if outcome.status == "infeasible" else None)
             broken = {pool_index: refused[pool_index]}
             continue
         proofs = _proofs_against(free_data, free_outcome, data, outcome, origin)

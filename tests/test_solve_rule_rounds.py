@@ -1,0 +1,70 @@
+"""solve goes back to the candidate table when placement finds no split over nodes the engine's
+rule (``uneven_nodes``) accepts for a pool's layout (optimizer/rule_rounds.py).
+
+On 3 + 1 + 2 free H100s, llama-3.1-70b's best SGLang plan has a TP1 x PP4 prefill instance, which
+only splits 1 + 1 + 2 (SGLang needs the same GPUs on every node): solve used to answer infeasible;
+it now re-solves without that layout and returns a TP2 plan that places, labelled feasible.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_placement_node_rule import cluster_with_free
+from test_report_matrix import check_emitted_files
+
+from layoutopt import api
+from layoutopt.engines.plan_rules import plan_rule_violations
+from layoutopt.hardware_catalog.catalog import load_catalog
+from layoutopt.model_catalog.catalog import get_model
+from layoutopt.report.emit import render
+
+RULE_SOURCE = re.compile(r"uneven_nodes: sglang .*engine\.py:\d+")
+
+
+@pytest.fixture(scope="module")
+def replanned(tmp_path_factory):
+    cluster = cluster_with_free(tmp_path_factory.mktemp("free"), [3, 1, 2])
+    return api.solve("llama-3.1-70b", cluster=cluster, isl=2000, osl=200, engine="sglang")
+
+
+def test_a_plan_without_the_unsplittable_layout_places_passes_the_rules_and_emits(replanned):
+    assert replanned.pools and replanned.placement
+    assert all(p.layout.short_name() != "tp1-pp4-fp8" for p in replanned.pools)
+    catalog = load_catalog()
+    gpus = [catalog.gpu(p.gpu) for p in replanned.pools]
+    assert plan_rule_violations("sglang", replanned, get_model("llama-3.1-70b"), gpus) == []
+    check_emitted_files(render(replanned, engine="sglang", plots=False), "sglang", "0.5.23")
+
+
+def test_the_replanned_status_and_notes_say_what_was_proven(replanned):
+    assert replanned.status == "feasible" and replanned.solver.status == "feasible"
+    assert "excluding prefill-H100-SXM-tp1-pp4-fp8" in replanned.solver.proof
+    note = next(n for n in replanned.explanation.notes if "node-split rule" in n)
+    assert note.startswith("status feasible: the plan is optimal over the candidate table without 1 layout")
+    assert "prefill-H100-SXM-tp1-pp4-fp8" in note and RULE_SOURCE.search(note), note
+    # the first plan's objective and its proven bound over the full table, which the replanned plan stays under
+    bound = float(re.search(r"no plan of the full candidate table reaches more than ([\d.]+) requests/\$", note)[1])
+    first = float(re.search(r"could not be placed, had objective ([\d.]+) requests/\$", note)[1])
+    assert replanned.totals.requests_per_usd <= bound * (1 + 1e-3) and first <= bound * (1 + 1e-3)
+
+
+def test_nothing_placeable_stays_infeasible_naming_the_rule(tmp_path):
+    """3 + 1 free GPUs: qwen3-235b-a22b needs all four, and SGLang cannot split an instance 3 + 1."""
+    planned = api.solve("qwen3-235b-a22b", cluster=cluster_with_free(tmp_path, [3, 1]), isl=2000, osl=200,
+                        engine="sglang")
+    assert planned.status == "infeasible" and not planned.pools and not planned.placement
+    reasons = planned.explanation.reasons
+    assert reasons[0].startswith("the best plan found (1 x colocated H100-SXM tp1-pp4-fp8) cannot be placed")
+    assert any(RULE_SOURCE.search(r) for r in reasons), reasons
+    assert reasons[-1].startswith("re-solved without colocated-H100-SXM-tp1-pp4-fp8: no plan"), reasons
+
+
+def test_without_rounds_the_answer_is_todays_infeasible_one(tmp_path, monkeypatch):
+    """The rounds are what makes the plan: with none allowed, solve answers as before (the rule named)."""
+    from layoutopt.optimizer import rule_rounds
+    monkeypatch.setattr(rule_rounds, "MAX_RULE_ROUNDS", 0)
+    planned = api.solve("llama-3.1-70b", cluster=cluster_with_free(tmp_path, [3, 1, 2]), isl=2000, osl=200,
+                        engine="sglang")
+    assert planned.status == "infeasible" and any(RULE_SOURCE.search(r) for r in planned.explanation.reasons)
