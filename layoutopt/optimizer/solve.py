@@ -264,9 +264,10 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
                                              tolerance_fraction)),
         build=lambda f, t: build_plan(f, table=t, **context),
         place_plan=lambda p, t, f: placed(p, t, f, assumed_kv(p), cluster_notes))
-    if not rounds.result.placed and rounds.excluded:
-        return with_failures(first, rounds.failures)
-    plan, table, found, result, first = rounds.plan, rounds.table, rounds.found, rounds.result, rounds.plan
+    if rounds.excluded:   # the rounds ran: their placed plan goes on, or the first answer with their reasons
+        if not rounds.result.placed:
+            return with_failures(first, rounds.failures)
+        plan, table, found, result, first = rounds.plan, rounds.table, rounds.found, rounds.result, rounds.plan
     assumed = assumed_kv(plan)
     needs_feedback = limits is not None and limits.kv_crosses_racks_slower and any(
         p.role == "prefill" for p in plan.pools) and (not result.placed or kv_link_too_slow(result, assumed))
