@@ -1,4 +1,4 @@
-"""The memory fit and the layout rules over many layouts at once (``memory.fits_one_sequence``,
+"""The memory fit and the layout rules over many layouts at once (``memory.fits_sequences``,
 ``memory.layouts_pass_check``) agree with the per-layout functions on every layout of the space,
 also at context lengths on the edge of fitting, where a float computed in another order would
 flip the answer."""
@@ -76,16 +76,24 @@ def test_fit_over_columns_equals_max_batch_size(model_name, engine):
     gpu_name = {"vllm": "H100", "sglang": "B200", "trtllm": "MI300X"}[engine]
     model, gpu, layouts, arrays = _space(model_name, gpu_name)
     for context_tokens in (1_000.0, 40_000.0, 900_000.0):
-        expected = [memory.max_batch_size(model, gpu, layout, context_tokens, engine) >= 1 for layout in layouts]
-        assert memory.fits_one_sequence(model, gpu, arrays, context_tokens, engine).tolist() == expected
-    # One context per layout, a float step around the longest sequence that fits: the answer flips
-    # there, so the two agree only if every byte count is the same float.
+        for sequences in (1, memory.MIN_KV_SEQUENCES_PER_RANK):
+            expected = [memory.max_batch_size(model, gpu, layout, context_tokens, engine) // layout.dp_size
+                        >= sequences for layout in layouts]
+            assert memory.fits_sequences(model, gpu, arrays, context_tokens, engine, sequences).tolist() == expected
+    # One context per layout, a float step around the longest context at which one sequence (and
+    # MIN_KV_SEQUENCES_PER_RANK per rank) fits: the answer flips there, so the two agree only if every
+    # byte count is the same float.
+    for sequences in (1, memory.MIN_KV_SEQUENCES_PER_RANK):
+        _check_edges(model, gpu, layouts, engine, sequences)
+
+
+def _check_edges(model, gpu, layouts, engine, sequences: int) -> None:
     edges, fits = [], []
     window = float(model.sliding_window_tokens or 0)
     for layout in layouts:
         def per_sequence(tokens: float) -> float:
             return memory.memory_breakdown(model, gpu, layout, tokens, engine).kv_bytes_per_sequence
-        capacity = memory.memory_breakdown(model, gpu, layout, 1.0, engine).kv_capacity_bytes
+        capacity = memory.memory_breakdown(model, gpu, layout, 1.0, engine).kv_capacity_bytes / sequences
         # KV per sequence is linear below the sliding window and beyond it: solve in the right piece.
         far = window + 1e6
         edge = far + (capacity - per_sequence(far)) / (per_sequence(far + 1e6) - per_sequence(far)) * 1e6
@@ -95,18 +103,20 @@ def test_fit_over_columns_equals_max_batch_size(model_name, engine):
             continue
         for tokens in (np.nextafter(edge, 0.0), edge, np.nextafter(edge, np.inf), edge * 1.0001, edge * 0.9999):
             edges.append((layout, float(tokens)))
-            fits.append(memory.max_batch_size(model, gpu, layout, float(tokens), engine) >= 1)
+            fits.append(memory.max_batch_size(model, gpu, layout, float(tokens), engine) // layout.dp_size
+                        >= sequences)
     assert edges and True in fits and False in fits
     picked = {f: np.array([getattr(layout, f) for layout, _ in edges]) for f in Layout.model_fields}
     tokens = np.array([t for _, t in edges])
-    assert memory.fits_one_sequence(model, gpu, picked, tokens, engine).tolist() == fits
+    assert memory.fits_sequences(model, gpu, picked, tokens, engine, sequences).tolist() == fits
 
 
 def test_fit_over_columns_takes_a_profile_object():
     model, gpu, layouts, arrays = _space("qwen3.5-35b-a3b", "H100")
     profile = get_engine_profile("sglang").model_copy(update={"max_num_batched_tokens": 4096})
-    expected = [memory.max_batch_size(model, gpu, layout, 30_000.0, profile) >= 1 for layout in layouts]
-    assert memory.fits_one_sequence(model, gpu, arrays, 30_000.0, profile).tolist() == expected
+    expected = [memory.max_batch_size(model, gpu, layout, 30_000.0, profile) // layout.dp_size
+                >= memory.MIN_KV_SEQUENCES_PER_RANK for layout in layouts]
+    assert memory.fits_sequences(model, gpu, arrays, 30_000.0, profile).tolist() == expected
 
 
 @pytest.mark.parametrize("model_name,gpu_name,precision", [("deepseek-v3", "GB200", "auto"), ("qwen3-32b", "L4", "fp8"),

@@ -118,14 +118,18 @@ def budget_holds_one(ctx: FilterContext, p: Proposal) -> str | None:
 
 
 def memory_fit(ctx: FilterContext, p: Proposal) -> str | None:
-    """Weights, activations, reserve and one long sequence's KV fit in each GPU."""
-    if ctx.max_batch(p) >= 1:
+    """Weights, activations, reserve and the KV of ``memory.MIN_KV_SEQUENCES_PER_RANK`` long
+    sequences per scheduler (attention-DP rank) fit in each GPU."""
+    per_rank = ctx.max_batch(p) // p.layout.dp_size
+    if per_rank >= memory.MIN_KV_SEQUENCES_PER_RANK:
         return None
     try:
         memory.check_fits(ctx.model, p.gpu, p.layout, ctx.context_tokens(p), ctx.engine)
     except LayoutError as error:
         return error.allowed
-    return f"{p.layout.short_name()} does not fit in {p.gpu.name} memory"
+    return (f"{p.layout.short_name()} on {p.gpu.name}: each scheduler's KV cache holds {per_rank} sequences of "
+            f"{ctx.context_tokens(p):.0f} tokens, fewer than the {memory.MIN_KV_SEQUENCES_PER_RANK} a deployable "
+            "pool needs")
 
 
 STRUCTURAL_FILTERS: tuple[tuple[str, StructuralFilter], ...] = (
@@ -177,7 +181,7 @@ def context_parallel_role_drops(ctx: FilterContext, c: ProposalColumns, alive: n
 def memory_fit_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndarray) -> np.ndarray:
     drops = np.zeros(len(c), dtype=bool)
     rows = np.flatnonzero(alive)
-    drops[rows] = ~memory.fits_one_sequence(ctx.model, c.gpu, c.layouts(rows), ctx.context_tokens_of(c)[rows],
+    drops[rows] = ~memory.fits_sequences(ctx.model, c.gpu, c.layouts(rows), ctx.context_tokens_of(c)[rows],
                                             ctx.engine)
     return drops
 

@@ -58,12 +58,13 @@ class PreCuts(BaseModel):
 
 
 def pipeline_needed(ctx: FilterContext, p: Proposal) -> str | None:
-    """Heuristic: keep pp > 1 only when half as many stages would not fit."""
+    """Heuristic: keep pp > 1 only when half as many stages would not fit (the memory-fit floor of
+    ``memory.MIN_KV_SEQUENCES_PER_RANK`` sequences per scheduler)."""
     layout = p.layout
     if layout.pp_size == 1:
         return None
     shallower = layout.model_copy(update={"pp_size": layout.pp_size // 2})
-    if ctx.max_batch(p, shallower) >= 1:
+    if ctx.max_batch(p, shallower) // layout.dp_size >= memory.MIN_KV_SEQUENCES_PER_RANK:
         return f"{layout.short_name()}: pp {layout.pp_size // 2} already fits"
     return None
 
@@ -80,7 +81,7 @@ def pipeline_needed_drops(ctx: FilterContext, c: ProposalColumns, alive: np.ndar
     drops = np.zeros(len(c), dtype=bool)
     rows = np.flatnonzero(alive & (pp > 1))
     shallower = c.layouts(rows) | {"pp_size": pp[rows] // 2}
-    drops[rows] = memory.fits_one_sequence(ctx.model, c.gpu, shallower, ctx.context_tokens_of(c)[rows], ctx.engine)
+    drops[rows] = memory.fits_sequences(ctx.model, c.gpu, shallower, ctx.context_tokens_of(c)[rows], ctx.engine)
     return drops
 
 

@@ -229,22 +229,30 @@ def max_batch_size(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_token
     return _fit(_coefficients(model, gpu, layout, engine, gpu_memory_utilization), context_tokens)[2]
 
 
+# Sequences of the plan's long requests (the optimizer's fit quantile) each scheduler's KV cache
+# must hold: fewer cannot batch, every burst preempts. The search proposes no such layout and emit
+# refuses a plan pool that has one (report/deployment.py), so a solved plan always emits.
+MIN_KV_SEQUENCES_PER_RANK = 4
+
+
 def _per_value(column: np.ndarray, value_of: Callable) -> np.ndarray:
     """``value_of(v)`` for each entry of ``column``, computed once per distinct value."""
     distinct, inverse = np.unique(column, return_inverse=True)
     return np.array([value_of(v.item()) for v in distinct], dtype=float)[inverse]
 
 
-def fits_one_sequence(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.ndarray],
-                      context_tokens: "np.ndarray | float", engine: EngineLike = "vllm") -> np.ndarray:
-    """``max_batch_size(model, gpu, layout, context_tokens, engine) >= 1`` for many layouts at once.
+def fits_sequences(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.ndarray],
+                   context_tokens: "np.ndarray | float", engine: EngineLike = "vllm",
+                   sequences: int = MIN_KV_SEQUENCES_PER_RANK) -> np.ndarray:
+    """``max_batch_size(model, gpu, layout, context_tokens, engine) // dp_size >= sequences`` (each
+    attention-DP rank's KV cache holds that many sequences) for many layouts at once.
 
     ``layouts`` holds one array per ``Layout`` field (``tp_size`` ... ``kv_precision``), one entry
     per layout; ``context_tokens`` a number or one per layout. Term by term the arithmetic of
     ``_coefficients`` and ``_fit`` in the same order, so every float is the scalar path's
     (tests/test_memory_columns.py holds the two equal): a term that reads one field is the scalar
-    function's own value for each distinct entry. ``kv // per_sequence >= 1`` is ``kv >= per_sequence``
-    for positive floats (floor division rounds a quotient of at least one to at least one).
+    function's own value for each distinct entry; the sequences per rank are ``_fit``'s
+    ``kv // per_sequence`` (numpy's float floor division is Python's).
     """
     profile = resolve_engine(engine, gpu)
     tp, pp, dp, ep = (np.asarray(layouts[f], dtype=np.int64) for f in ("tp_size", "pp_size", "dp_size", "ep_size"))
@@ -290,7 +298,9 @@ def fits_one_sequence(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.n
     window = float(model.sliding_window_tokens or 0)
     per_sequence = (model.num_full_attention_layers * per_layer_token * context_tokens
                     + model.num_sliding_window_layers * per_layer_token * np.minimum(context_tokens, window) + state)
-    return (kv_capacity > 0) & (per_sequence > 0) & (kv_capacity >= per_sequence)
+    positive = (kv_capacity > 0) & (per_sequence > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return positive & (np.floor_divide(kv_capacity, np.where(positive, per_sequence, 1.0)) >= sequences)
 
 
 def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: float, engine: EngineLike = "vllm",
@@ -314,7 +324,7 @@ def check_fits(model: ModelSpec, gpu: GpuSpec, layout: Layout, context_tokens: f
 def layouts_pass_check(model: ModelSpec, gpu: GpuSpec, layouts: Mapping[str, np.ndarray],
                        allow_cross_domain: bool = False) -> np.ndarray:
     """Whether ``check_layout(model, gpu, layout, allow_cross_domain)`` passes, for many layouts at
-    once (``layouts`` as in ``fits_one_sequence``): the same rules over arrays
+    once (``layouts`` as in ``fits_sequences``): the same rules over arrays
     (tests/test_memory_columns.py holds the two equal)."""
     tp, pp, ep, dp, dcp, pcp = (np.asarray(layouts[f], dtype=np.int64) for f in
                                 ("tp_size", "pp_size", "ep_size", "dp_size", "dcp_size", "pcp_size"))

@@ -19,9 +19,6 @@ from layoutopt.report import names
 from layoutopt.report.checkpoints import Served, served_checkpoint
 from layoutopt.report.engine_flags import EngineRelease, as_release
 
-# A scheduler whose KV cache holds fewer sequences than this at the plan's long requests
-# (p99 lengths) cannot batch: every burst preempts. emit refuses such a pool.
-MIN_KV_SEQUENCES_PER_RANK = 4
 
 
 class PoolDeployment(BaseModel):
@@ -143,7 +140,7 @@ def _context_tokens(plan: Plan, role: str) -> float | None:
 
 
 def _memory(plan: Plan, index: int, pool: Pool, model, gpu, release: EngineRelease) -> tuple[float, float, int, list[str]]:
-    from layoutopt.perf_model.memory import memory_breakdown
+    from layoutopt.perf_model.memory import MIN_KV_SEQUENCES_PER_RANK, memory_breakdown
 
     context = _context_tokens(plan, pool.role)
     notes: list[str] = []
