@@ -48,6 +48,11 @@ def test_the_replanned_status_and_notes_say_what_was_proven(replanned):
     bound = float(re.search(r"no plan of the full candidate table reaches more than ([\d.]+) requests/\$", note)[1])
     first = float(re.search(r"could not be placed, had objective ([\d.]+) requests/\$", note)[1])
     assert replanned.totals.requests_per_usd <= bound * (1 + 1e-3) and first <= bound * (1 + 1e-3)
+    # solver.best_bound and gap are the full table's: the re-solve's own bound covers only the layouts left
+    solver = replanned.solver
+    assert solver.best_bound == pytest.approx(bound, rel=1e-3) and solver.best_bound > solver.objective_value
+    assert solver.gap == pytest.approx((solver.best_bound - solver.objective_value) / solver.best_bound)
+    assert f"gap to that bound is {solver.gap:.2%}" in note
 
 
 def test_nothing_placeable_stays_infeasible_naming_the_rule(tmp_path):

@@ -10,7 +10,8 @@ again, at most ``MAX_RULE_ROUNDS`` times, each solve out of the same solver budg
 instances might have placed), which is why a plan found this way is proven optimal only over the
 candidates left, and ``label_replanned`` says so: status ``feasible`` (never ``optimal``), a note
 naming each excluded layout with the placement's reason (the rule and its engine source line), and
-the first plan's objective and proven bound, which bound what the full table can reach.
+the first plan's objective and proven bound, which bound what the full table can reach;
+``solver.best_bound`` and ``solver.gap`` are against that bound (the real gap of the reported plan).
 """
 
 from __future__ import annotations
@@ -103,17 +104,35 @@ def label_replanned(plan: Plan, first: Plan, excluded: list[Exclusion]) -> Plan:
         if info.best_bound is not None:
             direction = "costs less than" if plan.objective == "min-cost" else "reaches more than"
             bound += f", and no plan of the full candidate table {direction} {info.best_bound:.4g} {unit}"
+    if "gap" in _full_table_gap(plan, info):
+        bound += f" (so the plan's gap to that bound is {_full_table_gap(plan, info)['gap']:.2%})"
     layouts = "; ".join(f"{e.candidate} ({e.pool}): {e.reason}" for e in excluded)
     plural = "s" if len(excluded) != 1 else ""
     note = (f"status {status}: the plan is {plan.solver.status} over the candidate table without {len(excluded)} "
             f"layout{plural} the engine's node-split rule left no placement on the cluster, not over the full "
             f"table: {layouts}{bound}")
+    solver_update = _full_table_gap(plan, info)
     solver = plan.solver.model_copy(update={
-        "status": "feasible" if plan.solver.status == "optimal" else plan.solver.status,
+        **solver_update, "status": "feasible" if plan.solver.status == "optimal" else plan.solver.status,
         "proof": (plan.solver.proof + "; " if plan.solver.proof else "") + "over the candidates left after "
                  f"excluding {', '.join(e.candidate for e in excluded)} (no legal split on the cluster)"})
     explanation = plan.explanation.model_copy(update={"notes": list(plan.explanation.notes) + [note]})
     return plan.model_copy(update={"status": status, "solver": solver, "explanation": explanation})
+
+
+def _full_table_gap(plan: Plan, first_info) -> dict:
+    """``best_bound`` and ``gap`` against the full table's bound (the first plan's), which holds for
+    every plan the user could run; the re-solve's own bound only covers the candidates left."""
+    value, bound = plan.solver.objective_value, first_info.best_bound
+    if value is None or bound is None:
+        return {}
+    if plan.objective == "min-cost":
+        bound = min(bound, plan.solver.best_bound if plan.solver.best_bound is not None else bound)
+        gap = (value - bound) / value if value > 0 else 0.0
+    else:
+        bound = max(bound, plan.solver.best_bound if plan.solver.best_bound is not None else bound)
+        gap = (bound - value) / bound if bound > 0 else 0.0
+    return {"best_bound": bound, "gap": max(gap, 0.0)}
 
 
 def with_failures(unplaced: Plan, failures: list[str]) -> Plan:
