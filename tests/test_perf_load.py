@@ -336,3 +336,53 @@ def test_colocated_tpot_tail_is_right_skewed():
     tpot = point.tpot_ms
     assert tpot.p50 < tpot.p90 < tpot.p99
     assert tpot.p99 - tpot.p50 > (2.326 / 1.2816) * (tpot.p90 - tpot.p50)
+
+
+# ------------------------------------------------------------------ lockstep DP ranks, once-per-step floor
+
+
+def test_lockstep_share_hand_values():
+    from scipy.stats import poisson
+
+    from layoutopt.perf_model.load_colocated import lockstep_share
+
+    # One rank: every prompt adds its whole work.
+    assert lockstep_share(np.array([0.3, 5.0]), 1) == pytest.approx([1.0, 1.0])
+    # E[ceil(K / r)] / E[K] by direct summation over the Poisson pmf.
+    for mu, ranks in ((1.0, 2), (3.0, 4), (40.0, 8)):
+        k = np.arange(400)
+        expected = float((np.ceil(k / ranks) * poisson.pmf(k, mu)).sum()) / mu
+        assert lockstep_share(np.array([mu]), ranks)[0] == pytest.approx(expected, rel=1e-9)
+    # A trickle: a prompt has its step to itself; a flood: every rank takes 1/r of the prompts.
+    assert lockstep_share(np.array([1e-4]), 8)[0] == pytest.approx(1.0, abs=1e-3)
+    assert lockstep_share(np.array([4000.0]), 8)[0] == pytest.approx(1 / 8, rel=0.01)
+
+
+def test_colocated_launch_floor_is_paid_once_per_step():
+    """W = 10 ms of which 8 ms is an eager launch floor: with mu = n / (O - 1) prompts per step the
+    step lasts d + mu (W - F) + (1 - e^-mu) F, so tau (hence the rate) follows by hand."""
+    from layoutopt.perf_model.load_colocated import colocated_rates_rps
+
+    base = _costs(input_tokens=(100.0,), output_tokens=101.0)  # W = 100 x 0.1 ms = 10 ms
+    floor = np.full_like(base.prompt_extra_s, 0.008)
+    costs = dataclasses.replace(base, prompt_floor_s=floor)
+    n = np.array([10.0, 100.0])
+    mu = n / 100.0
+    d = 0.02 + 1e-4 * (1.0 + n)  # the decode step at the batch a request sees (itself and n others)
+    tau = d + mu * (0.010 - 0.008) + (1.0 - np.exp(-mu)) * 0.008
+    assert colocated_rates_rps(costs, n) == pytest.approx(n / (100.0 * tau), rel=1e-9)
+    # Without the floor marked, each prompt pays all of W.
+    assert colocated_rates_rps(base, n) == pytest.approx(n / (100.0 * (d + mu * 0.010)), rel=1e-9)
+
+
+def test_trtllm_tpot_monotonic_in_rate_at_huge_batches():
+    """TensorRT-LLM's eager launch floor is one per step: more prompts per step never make decode
+    faster (it was charged per prompt, and TPOT fell from 500 ms at 400 req/s to an unstable
+    262 ms at 600 on 8 B300 fp4 instances with 128-token prompts)."""
+    from layoutopt import api
+    from layoutopt.plan import Layout
+
+    layout = Layout(tp_size=1, weight_precision="fp4", kv_precision="fp8")
+    tpot = [api.estimate("llama-3.1-70b", "B300", "trtllm", isl=128, osl=128, layout=layout, instances=8,
+                         rate=rate).tpot_ms.mean for rate in (100, 200, 400, 600, 800, 1000)]
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(tpot, tpot[1:])), tpot

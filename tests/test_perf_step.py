@@ -294,3 +294,33 @@ def test_prefill_time_s_is_prefill_time_total(tp, pp, batch, cached):
     for engine in ("vllm", "sglang", "trtllm"):
         assert prefill_time_s(LLAMA70, H100, layout, 2048, batch, cached, engine=engine) == prefill_time(
             LLAMA70, H100, layout, 2048, batch, cached, engine=engine).total_s
+
+
+def test_attention_dp_prompt_chunk_sits_on_one_rank():
+    """Lockstep DP ranks: a prompt's chunk on the one rank it was routed to costs that rank its whole
+    attention and dense GEMMs (the step waits for it), more than the same tokens spread over every
+    rank; the MoE layers see the same tokens either way. Without DP the placement changes nothing."""
+    model = get_model("qwen3-30b-a3b")
+    dep = Layout(tp_size=1, dp_size=4, ep_size=4)
+    one = mixed_step_time(model, H100, dep, 2048, 0, 32, 2048, chunk_ranks=1)
+    spread = mixed_step_time(model, H100, dep, 2048, 0, 32, 2048, chunk_ranks=4)
+    assert one.total_s > spread.total_s * 1.2
+    # The default spreads an instance-wide chunk over the ranks (the simulator's chunk budget).
+    assert mixed_step_time(model, H100, dep, 2048, 0, 32, 2048).total_s == spread.total_s
+    array = mixed_step_time_array(model, H100, dep, np.array([2048.0]), np.array([0.0]), np.array([32.0]), 2048.0,
+                                  chunk_ranks=1)
+    assert float(array[0]) == pytest.approx(one.total_s, rel=1e-9)
+    tp = Layout(tp_size=4, ep_size=4)
+    assert (mixed_step_time(model, H100, tp, 2048, 0, 32, 2048, chunk_ranks=1).total_s
+            == mixed_step_time(model, H100, tp, 2048, 0, 32, 2048, chunk_ranks=4).total_s)
+
+
+def test_attention_dp_lone_prompt_moe_takes_its_tokens_once():
+    """A lone prompt on a DP instance: the other ranks run empty (dummy) batches and prompt steps gather
+    unpadded, so the experts see the prompt's tokens once, not once per rank: one prompt on dp4 is
+    cheaper than four prompts (one per rank), which cost the same per rank and four times the experts."""
+    model = get_model("qwen3-30b-a3b")
+    dep = Layout(tp_size=1, dp_size=4, ep_size=4)
+    lone = prefill_time(model, H100, dep, 4096, batch_size=1).total_s
+    full = prefill_time(model, H100, dep, 4096, batch_size=4).total_s
+    assert lone < full

@@ -328,7 +328,7 @@ def moe_exchange_time_s(c: ForwardCoefficients, moe_tokens, prefill_tokens=0.0):
 
 def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_seqs=0.0, decode_ctx=0.0,
                        prefill_tokens=0.0, prefill_pairs=0.0, prefill_cached_tokens=0.0, prefill_indexer_pairs=0.0,
-                       split: bool = True):
+                       moe_tokens=None, split: bool = True):
     """(compute_s, memory_s, communication_s, overhead_s) of one pass through every stage.
 
     Arguments are per attention-DP rank and per PCP group (floats or numpy arrays):
@@ -336,7 +336,10 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
     sequences at ``decode_ctx`` tokens of context, ``prefill_tokens`` new prompt tokens whose
     causal attention covers ``prefill_pairs`` (query, key) pairs per layer, reading
     ``prefill_cached_tokens`` of cached prefix (a sparse-attention indexer scores
-    ``prefill_indexer_pairs``, all causal pairs). The step overhead is left to the caller.
+    ``prefill_indexer_pairs``, all causal pairs). ``moe_tokens`` is what the shared MoE layers
+    take from every attention-DP rank together (default ``tokens x dp``: every rank as loaded as
+    this one, the padded decode step); ``tokens`` is then the slowest rank's, which the lockstep
+    ranks wait for. The step overhead is left to the caller.
     With ``split=False`` the roofline time of every op group is returned as compute_s (memory_s
     is 0): the total is the same and hot loops skip the attribution.
     """
@@ -360,7 +363,8 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
 
     if c.num_moe_layers:
         e, k = c.num_experts, c.experts_per_token
-        moe_tokens = tokens * c.dp if c.dp > 1 else tokens  # every attention-DP rank feeds the shared expert layers
+        if moe_tokens is None:  # every attention-DP rank feeds the shared expert layers, each as many as this one
+            moe_tokens = tokens * c.dp if c.dp > 1 else tokens
         routed = moe_tokens * k
         imbalance = expert_load_imbalance(routed, c.ep, p.moe_imbalance)
         # Experts touched and routed (token, expert) pairs per rank, imbalance applied.

@@ -79,6 +79,10 @@ class PhaseCosts:
     # decode batch in prompt_batches, one column per input length.
     prompt_batches: np.ndarray | None = None
     prompt_extra_s: np.ndarray | None = None
+    # The part of prompt_extra_s that is the eager launch floor of the step a prompt rides in
+    # (EngineProfile.eager_layer_launch_us; None without one): paid once per step, however many
+    # prompts share it.
+    prompt_floor_s: np.ndarray | None = None
     # Tail of the prompt-length distribution, which the quantile bins truncate: prefill time as
     # a quadratic in the uncached length (c0, c1, c2 seconds) and E[L^0..4] of that length on a
     # fine quantile grid, for the second moment of prefill occupancy that queueing waits depend on.
@@ -151,8 +155,15 @@ class PhaseCosts:
 
     def prompt_extra_at(self, batch) -> np.ndarray:
         """Seconds each input length's chunks add to the steps they ride in, shape (batches, lengths)."""
+        return self._per_batch(self.prompt_extra_s, batch)
+
+    def prompt_floor_at(self, batch) -> np.ndarray | None:
+        """The eager launch floor inside ``prompt_extra_at`` (same shape), or None without one."""
+        return None if self.prompt_floor_s is None else self._per_batch(self.prompt_floor_s, batch)
+
+    def _per_batch(self, table: np.ndarray | None, batch) -> np.ndarray:
         batch = np.atleast_1d(np.asarray(batch, dtype=float))
-        anchors, table = self.prompt_batches, self.prompt_extra_s
+        anchors = self.prompt_batches
         if anchors is None or table is None:
             return np.zeros((len(batch), len(self.input_tokens)))
         if len(anchors) == 1:
@@ -252,7 +263,8 @@ class StepFacts:
         reference = int(min(batch_cap, 16))
         full = step.mixed_step_time(model, gpu, layout, prefill_tokens=max(chunk - reference, 1),
                                     prefill_context_tokens=cached_mean, decode_batch=reference,
-                                    decode_context_tokens=decode_context, engine=profile).total_s
+                                    decode_context_tokens=decode_context, engine=profile,
+                                    chunk_ranks=layout.dp_size).total_s
         return max(full - float(np.interp(reference, grid, decode_s)), 0.0) / max(chunk - reference, 1)
 
 
@@ -338,9 +350,13 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         context_var = terms.input_var + output_reserve**2 / 12.0
         spread_s = np.sqrt(per_seq**2 + per_context_token**2 * context_var)
 
-    batches = extra = None
+    batches = extra = floor = None
     if role == "colocated":
         batches, extra = _prompt_extra(model, gpu, layout, profile, terms, decode_grid, decode_s, decode_context)
+        if profile.eager_layer_launch_us:
+            _, graphed = _prompt_extra(model, gpu, layout, _without_launch_floor(profile), terms, decode_grid,
+                                       decode_s, decode_context)
+            floor = read_only(np.maximum(extra - graphed, 0.0))
     facts = StepFacts(model, gpu, layout, role, profile, float(tokens[terms.median_index]), batch_cap,
                        decode_context, chunk, int(round(mean_input * hit)), grid, decode_s)
     return PhaseCosts(
@@ -353,12 +369,18 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         prefill_step_fixed_s=fixed_s, prompts_per_step=per_step,
         pipeline_depth=layout.pp_size if role == "prefill" else 1, inverse_decode_steps_mean=inverse_steps,
         output_steps=terms.output_steps, output_weights=terms.output_weights,
-        decode_seq_spread_s=spread_s, prompt_batches=batches, prompt_extra_s=extra,
+        decode_seq_spread_s=spread_s, prompt_batches=batches, prompt_extra_s=extra, prompt_floor_s=floor,
         prefill_poly_s=(float(poly[2]), float(poly[1]) / (1.0 - hit), float(poly[0]) / (1.0 - hit) ** 2)
         if hit < 1.0 else (float(poly.sum()), 0.0, 0.0),
         reservation_scv=terms.reservation_scv if kv_bound and role != "prefill" else 0.0,
         input_moments=terms.input_moments,
     )
+
+
+@lru_cache(maxsize=64)
+def _without_launch_floor(profile: EngineProfile) -> EngineProfile:
+    """``profile`` with its prompt steps graphed (no eager launch floor): the floor is the difference."""
+    return profile.model_copy(update={"eager_layer_launch_us": 0.0})
 
 
 def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, terms: WorkloadTerms,
@@ -371,14 +393,15 @@ def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
     too, so it adds only the GEMM rows of the decode tokens and the per-step overhead, small next
     to the chunk's own compute. What a prompt adds is therefore mixed(L, n) - d(n), the quantity
     tabulated here at a few anchor lengths (``WorkloadTerms``); lengths between anchors
-    interpolate piecewise linearly.
+    interpolate piecewise linearly. With attention DP the prompt sits on the one rank its request
+    was routed to, and the lockstep step waits for that rank (``step._chunk_placement``).
     """
     batches = decode_grid.mixed_batches
     # Every (batch, length) anchor in one vectorized roofline pass: rows batches, columns lengths.
     mixed = step.mixed_step_time_array(model, gpu, layout, prefill_tokens=terms.anchor_new_tokens[None, :],
                                        prefill_context_tokens=terms.anchor_cached_tokens[None, :],
                                        decode_batch=batches.astype(float)[:, None],
-                                       decode_context_tokens=decode_context, engine=profile)
+                                       decode_context_tokens=decode_context, engine=profile, chunk_ranks=1)
     base = np.interp(batches, decode_grid.batches, decode_s)[:, None]
     values = np.maximum(mixed - base, 0.0)
     return batches.astype(float), terms.to_lengths(values)

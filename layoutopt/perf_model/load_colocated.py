@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
+from scipy.special import pdtrc
 
 from layoutopt.perf_model.costs import PhaseCosts
 from layoutopt.perf_model.load_rows import (
@@ -109,13 +111,17 @@ class _Core:
         # the probe batches (rates only; every quantity is computed row by row).
         rows = len(n)
         parts = [n, [float(costs.max_batch_size)], n * 1.02 + 1e-3] + ([] if probe is None else [probe])
-        tau_every, rate_every, d_every, extra_every = _colocated_tau(costs, np.concatenate(parts), steps, population)
+        tau_every, rate_every, d_every, extra_every, effective_every = _colocated_tau(
+            costs, np.concatenate(parts), steps, population)
         self.tau, self.rate, self.d, self.extra = tau, rate, d, extra = (
             tau_every[:rows], rate_every[:rows], d_every[:rows], extra_every[:rows])
+        # What a prompt adds to the shared steps (lockstep DP ranks, a once-per-step launch floor):
+        # the riders' load, its square weighted as a thinned compound Poisson (own x effective).
+        effective = effective_every[:rows]
         self.tau_full, rate_up = tau_every[rows:rows + 1], rate_every[rows + 1:2 * rows + 1]
         self.probe_rate = rate_every[2 * rows + 1:]
-        self.mean_extra = mean_extra = (extra * weights).sum(axis=1)
-        self.extra_sq = (extra**2 * weights).sum(axis=1)
+        self.mean_extra = mean_extra = (effective * weights).sum(axis=1)
+        self.extra_sq = (extra * effective * weights).sum(axis=1)
         self.prompts_per_step = prompts_per_step = rate * tau                  # lambda tau
         self.busy = busy = np.minimum(n, 1.0)
         self.delay = prompts_per_step * mean_extra * busy
@@ -123,7 +129,7 @@ class _Core:
         # prompts (a long prompt holds the budget for several steps): M/G/1 over the budget left by
         # decode tokens, each prompt occupying its own work plus its token share of a step's decode.
         budget = np.maximum(costs.chunk_tokens - n, 1.0)
-        self.occupancy = occupancy = extra + (d * busy)[:, None] * np.minimum(
+        self.occupancy = occupancy = effective + (d * busy)[:, None] * np.minimum(
             costs.input_tokens_uncached[None, :] / budget[:, None], 1.0)
         self.rho = rho = rate * (occupancy * weights).sum(axis=1)
         self.tail = costs.prefill_tail_factor
@@ -229,12 +235,47 @@ def _lognormal_mixture_quantiles(mu: np.ndarray, sigma: np.ndarray, weights: np.
 
 
 def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: float | None):
-    """(tau, rate, decode-only step, extra seconds per prompt length) at decode batches ``n``."""
+    """(tau, rate, decode-only step, extra seconds per prompt length, the step time each prompt
+    adds on average) at decode batches ``n``.
+
+    The first extra is a prompt's own mixed step (its TTFT); the second what it costs the steps
+    everyone shares (the mean TPOT): with k ~ Poisson(mu) prompts arriving per step (mu = lambda tau
+    = n / (O - 1)),
+
+    - attention-DP ranks step in lockstep and the router spreads the k prompts over the dp ranks,
+      so a step lasts as long as its most loaded rank, ceil(k / dp) prompts: each costs its own
+      work times ``lockstep_share(mu, dp)`` = E[ceil(k / dp)] / E[k] (1 without DP, 1/dp when
+      every rank has prompts), and it shares a rank with another only at mu / dp per rank;
+    - an eager launch floor (``prompt_floor_at``) is paid once by a step however many prompts it
+      carries: (1 - e^-mu) F per step, F (1 - e^-mu) / mu per prompt.
+    """
     d = costs.decode_at(seen_batch(costs, n, population))
     extra = costs.prompt_extra_at(n)
-    extra = extra + _sharing_penalty(costs, n, extra, n / steps)[:, None]
-    tau = d + n * (extra * costs.input_weights).sum(axis=1) / steps
-    return tau, n / (steps * tau), d, extra
+    per_step = n / steps
+    ranks = max(costs.prefill_servers, 1)
+    extra = extra + _sharing_penalty(costs, n, extra, per_step / ranks)[:, None]
+    floor = costs.prompt_floor_at(n)
+    effective = extra if ranks == 1 else extra * lockstep_share(per_step, ranks)[:, None]
+    if floor is not None:
+        mu = np.maximum(per_step, 1e-12)
+        once = (-np.expm1(-mu) / mu)[:, None]
+        effective = effective - (floor if ranks == 1 else floor * lockstep_share(per_step, ranks)[:, None]) + floor * once
+    tau = d + n * (effective * costs.input_weights).sum(axis=1) / steps
+    return tau, n / (steps * tau), d, extra, effective
+
+
+def lockstep_share(prompts_per_step: np.ndarray, ranks: int) -> np.ndarray:
+    """E[ceil(K / ranks)] / E[K], K ~ Poisson(``prompts_per_step``): the share of its own work a
+    prompt adds to a lockstep step whose ``ranks`` attention-DP ranks each take an equal share of
+    the step's prompts (the most loaded rank takes ceil(K / ranks)). 1 for one rank or a trickle of
+    prompts, 1 / ranks when every rank has many."""
+    mu = np.maximum(np.asarray(prompts_per_step, dtype=float), 1e-12)
+    if ranks <= 1:
+        return np.ones_like(mu)
+    # E[ceil(K / r)] = sum_{j >= 0} P(K > j r); the terms vanish a few standard deviations past mu.
+    top = float(mu.max(initial=0.0))
+    j = np.arange(int(math.ceil((top + 8.0 * math.sqrt(top) + 8.0) / ranks)) + 1)
+    return pdtrc(j[None, :] * ranks, mu[:, None]).sum(axis=1) / mu
 
 
 def _sharing_penalty(costs: PhaseCosts, n: np.ndarray, extra: np.ndarray, per_step: np.ndarray) -> np.ndarray:

@@ -139,7 +139,8 @@ def _prefill_parts(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens
     """One forward pass over ``batch_size`` prompts of ``prompt_tokens`` tokens each, of which
     ``cached_tokens`` are a prefix-cache hit. With PP: the full pipeline latency of that batch.
 
-    Attention-DP ranks take ceil(batch / dp) prompts each; PCP splits every prompt over
+    Attention-DP ranks take ceil(batch / dp) prompts each and the step lasts as long as the most
+    loaded of them (lockstep, :func:`_chunk_placement`); PCP splits every prompt over
     ``pcp_size`` groups (each group reads the whole cached prefix as the ring passes it). Only each
     prompt's last token goes through the output head. ``link`` puts the instance's TP/EP/DCP/PCP
     collectives on one link (default: each group's own fabric, NVLink inside the GPU's scale-up
@@ -153,7 +154,10 @@ def _prefill_parts(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens
     share = prompts_rank / layout.pcp_size
     compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
         c, tokens=tokens, logit_tokens=prompts_rank, prefill_tokens=tokens, prefill_pairs=pairs * share,
-        prefill_cached_tokens=cached_tokens * prompts_rank, prefill_indexer_pairs=indexer_pairs * share)
+        prefill_cached_tokens=cached_tokens * prompts_rank, prefill_indexer_pairs=indexer_pairs * share,
+        # The MoE layers take the prompts' real tokens (prompt steps gather unpadded: _chunk_placement),
+        # so prompts fewer than the ranks are not counted once per rank.
+        moe_tokens=batch_size * new_tokens / layout.pcp_size if layout.dp_size > 1 else None)
     comm_s += _stage_hop_s(c, tokens, layout.pp_size - 1)
     overhead_s += c.profile.step_overhead_ms * 1e-3
     return compute_s, memory_s, comm_s, overhead_s
@@ -205,28 +209,49 @@ def decode_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, batch
     return compute_s + comm_s + overhead_s
 
 
+def _chunk_placement(dp: int, chunk_ranks: int, prefill, decode):
+    """(prompt tokens on the slowest rank, decode tokens per rank, tokens the MoE layers take) of a
+    step carrying ``prefill`` prompt tokens spread over ``chunk_ranks`` of ``dp`` attention-DP ranks.
+
+    The ranks step in lockstep: every MoE layer is a collective over all of them (vLLM runs a
+    dummy batch on a rank without work, vllm 0.33.0 v1/engine/core.py:2502-2507; SGLang an idle
+    batch), so a step lasts as long as its slowest rank's attention and dense GEMMs, and a prompt
+    chunk sits on the one rank its request was routed to. Steps that carry prompt tokens gather the
+    ranks' real token counts for the MoE layers, unpadded: vLLM pads to the largest rank only under
+    CUDA graphs or micro-batching (v1/worker/dp_utils.py:176-185; long chunks run eagerly), SGLang
+    uses SUM_LEN for extend batches (0.5.23 srt/layers/dp_attention.py:183-192).
+    """
+    ranks = dp if chunk_ranks is None else max(min(chunk_ranks, dp), 1)
+    decode_rank = decode / dp
+    return prefill / ranks, decode_rank, prefill + decode
+
+
 def mixed_step_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_tokens: int,
                     prefill_context_tokens: float, decode_batch: int, decode_context_tokens: float,
-                    engine: EngineLike = "vllm", link: Link | None = None) -> StepTime:
+                    engine: EngineLike = "vllm", link: Link | None = None, chunk_ranks: int | None = None) -> StepTime:
     """One colocated step with chunked prefill: ``prefill_tokens`` prompt tokens (a chunk whose prompt
     already has ``prefill_context_tokens`` tokens in the KV cache) plus one token for each of
     ``decode_batch`` sequences at mean ``decode_context_tokens``.
 
     Both parts share the GEMMs (one weight read for all tokens); attention is costed per part.
-    The chunk and the decode batch are spread evenly over attention-DP ranks. With PP: the latency of
-    one pass through every stage (decode tokens see the same per-token time).
+    The decode batch is spread evenly over attention-DP ranks; the prompt tokens sit on
+    ``chunk_ranks`` of them (1: one prompt's chunk on the rank it was routed to; ``dp``, the
+    default: every rank a chunk of ``prefill_tokens / dp`` of its own prompt, an instance-wide
+    chunk budget filled from every rank's queue), and the step lasts as long as the slowest
+    rank (:func:`_chunk_placement`). With PP: the latency of one pass through every stage (decode
+    tokens see the same per-token time).
     """
     c = forward_coefficients(model, gpu, layout, engine, link)
     dp = layout.dp_size
-    chunk_rank = prefill_tokens / dp
-    decode_rank = decode_batch / dp
+    chunk_rank, decode_rank, moe_tokens = _chunk_placement(dp, chunk_ranks, float(prefill_tokens),
+                                                           float(decode_batch))
     tokens = chunk_rank + decode_rank
-    pairs, indexer_pairs = _prefill_pairs(c, model, float(prefill_tokens), float(prefill_context_tokens))
+    pairs, indexer_pairs = _prefill_pairs(c, model, chunk_rank, float(prefill_context_tokens))
     compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
         c, tokens=tokens, logit_tokens=decode_rank + (1.0 if prefill_tokens else 0.0), decode_seqs=decode_rank,
-        decode_ctx=float(decode_context_tokens), prefill_tokens=chunk_rank, prefill_pairs=pairs / dp,
-        prefill_cached_tokens=prefill_context_tokens / dp if prefill_tokens else 0.0,
-        prefill_indexer_pairs=indexer_pairs / dp)
+        decode_ctx=float(decode_context_tokens), prefill_tokens=chunk_rank, prefill_pairs=pairs,
+        prefill_cached_tokens=float(prefill_context_tokens) if prefill_tokens else 0.0,
+        prefill_indexer_pairs=indexer_pairs, moe_tokens=moe_tokens if dp > 1 else None)
     comm_s += _stage_hop_s(c, tokens, layout.pp_size)
     overhead_s += c.profile.step_overhead_ms * 1e-3
     return _step_time(compute_s, memory_s, comm_s, overhead_s)
@@ -235,7 +260,7 @@ def mixed_step_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_toke
 def mixed_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_tokens: np.ndarray,
                           prefill_context_tokens: np.ndarray, decode_batch: np.ndarray,
                           decode_context_tokens: float, engine: EngineLike = "vllm",
-                          link: Link | None = None) -> np.ndarray:
+                          link: Link | None = None, chunk_ranks: int | None = None) -> np.ndarray:
     """Vectorized ``mixed_step_time(...).total_s`` over broadcast arrays of chunks, their cached
     prefixes and decode batches (one pass of the roofline for all of them)."""
     c = forward_coefficients(model, gpu, layout, engine, link)
@@ -243,15 +268,14 @@ def mixed_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefil
     prefill, cached, decode = np.broadcast_arrays(np.asarray(prefill_tokens, dtype=float),
                                                   np.asarray(prefill_context_tokens, dtype=float),
                                                   np.asarray(decode_batch, dtype=float))
-    chunk_rank = prefill / dp
-    decode_rank = decode / dp
+    chunk_rank, decode_rank, moe_tokens = _chunk_placement(dp, chunk_ranks, prefill, decode)
     tokens = chunk_rank + decode_rank
     has_chunk = prefill > 0
-    pairs, indexer_pairs = _prefill_pairs(c, model, prefill, cached)
+    pairs, indexer_pairs = _prefill_pairs(c, model, chunk_rank, cached)
     compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
         c, tokens=tokens, logit_tokens=decode_rank + has_chunk, decode_seqs=decode_rank,
-        decode_ctx=float(decode_context_tokens), prefill_tokens=chunk_rank, prefill_pairs=pairs / dp,
-        prefill_cached_tokens=np.where(has_chunk, cached / dp, 0.0),
-        prefill_indexer_pairs=np.asarray(indexer_pairs) / dp, split=False)
+        decode_ctx=float(decode_context_tokens), prefill_tokens=chunk_rank, prefill_pairs=pairs,
+        prefill_cached_tokens=np.where(has_chunk, cached, 0.0),
+        prefill_indexer_pairs=np.asarray(indexer_pairs), moe_tokens=moe_tokens if dp > 1 else None, split=False)
     comm_s = comm_s + _stage_hop_s(c, tokens, layout.pp_size)
     return compute_s + memory_s + comm_s + overhead_s + c.profile.step_overhead_ms * 1e-3
