@@ -162,3 +162,33 @@ def test_accuracy_residuals_correlate_the_error_with_row_features():
     # Rows the model could not replay (NaN) are left out of the correlation.
     table = residual_correlations(cases, np.array([101.0, 110.0, np.nan, 190.0]), tpot)
     assert table["H100-SXM/vllm"]["rows"] == 3
+
+
+def test_benchmark_token_budget_follows_the_generator_rules(tmp_path):
+    """The rows' launches size the step budget to about one prompt (AIConfigurator 0.12.0 rules):
+    TensorRT-LLM bs + isl + 500 in 32-token blocks (prefill workers isl + 500), vLLM 512 + isl + 1500
+    below 512 sequences (prefill isl + 1500), SGLang max_prefill_tokens isl + 1500 per rank; the
+    reference CSV's cases carry it and predict launches the profile with it."""
+    from layoutopt.perf_model.fit import _with_budget, benchmark_token_budget
+
+    dep8 = Layout(tp_size=1, dp_size=8, ep_size=8)
+    # 64 clients over 8 ranks: 8 per rank; 1024 + 500 + 8 = 1532 -> 1536.
+    assert benchmark_token_budget("trtllm", 1024, 64, dep8, None) == 1536
+    assert benchmark_token_budget("trtllm", 8192, 4, None, Layout()) == 8704
+    assert benchmark_token_budget("vllm", 1024, 64, Layout(), None) == 512 + 1024 + 1500
+    assert benchmark_token_budget("vllm", 1024, 1024, Layout(), None) == 2048 + 1024 + 1500
+    assert benchmark_token_budget("vllm", 8192, 4, None, Layout()) == 8192 + 1500
+    assert benchmark_token_budget("sglang", 1024, 64, Layout(), None) == 2524
+    assert benchmark_token_budget("other", 1024, 64, Layout(), None) is None
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER + _row("a"))
+    (case,), _ = load_cases(path)
+    assert case.step_token_budget == 512 + 1024 + 1500
+    assert _with_budget(get_engine_profile("vllm"), case).max_num_batched_tokens == 3036
+    # SGLang's profile budget is the instance's chunk split over its ranks: min(chunk, 2524 x dp).
+    dep2 = dataclasses.replace(case, engine="sglang", layout=Layout(tp_size=2, dp_size=2, ep_size=4),
+                               step_token_budget=2524)
+    sglang = get_engine_profile("sglang")
+    assert _with_budget(sglang, dep2).max_num_batched_tokens == min(sglang.max_num_batched_tokens, 5048)
+    # Rows from elsewhere (no launch rule) keep the engine's default.
+    assert _with_budget(sglang, dataclasses.replace(dep2, step_token_budget=None)) is sglang

@@ -179,7 +179,7 @@ def rank_token_budget(profile: EngineProfile, dp_size: int) -> int:
     ``max_num_batched_tokens`` (each runs a scheduler, v1/engine/core.py:2281); SGLang divides
     ``chunked_prefill_size`` by the attention-DP size (0.5.23 arg_groups/parallel_hook.py:331,
     0.5.3 server_args.py:957)."""
-    if profile.name == "sglang":
+    if profile.name.split("~", 1)[0] == "sglang":  # a trial profile while fitting is "sglang~fit"
         return max(profile.max_num_batched_tokens // max(dp_size, 1), 1)
     return profile.max_num_batched_tokens
 

@@ -23,9 +23,9 @@ from scipy.optimize import least_squares
 
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.perf_model import calibration
-from layoutopt.perf_model.measurements import LeftOut, MeasuredCase, fit_cases, load_cases
+from layoutopt.perf_model.measurements import LeftOut, MeasuredCase, benchmark_token_budget, fit_cases, load_cases
 
-__all__ = ["FIT_PARAMETERS", "FitResult", "LeftOut", "MeasuredCase", "error_summary", "fit_cases", "fit_profile",
+__all__ = ["FIT_PARAMETERS", "FitResult", "LeftOut", "MeasuredCase", "benchmark_token_budget", "error_summary", "fit_cases", "fit_profile",
            "load_cases", "log_residuals", "min_cases", "predict", "predict_all", "trial_profile"]
 
 # Constants of EngineProfile a fit may move, with physical bounds (efficiencies are fractions of
@@ -65,15 +65,38 @@ LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 
 def predict(case: MeasuredCase, engine: calibration.EngineLike | None = None) -> tuple[float, float]:
     """(TTFT ms, TPOT ms) predicted for a case on its GPU; ``engine`` (a name or a trial
-    EngineProfile) overrides the case's."""
+    EngineProfile) overrides the case's. The profile takes the step token budget the row's launch
+    configured (``MeasuredCase.step_token_budget``, :func:`~layoutopt.perf_model.measurements.benchmark_token_budget`)."""
     from layoutopt.perf_model.estimate import estimate
 
-    result = estimate(_model(case.model_id), _gpu(case.gpu), engine=engine or case.engine, isl=case.isl, osl=case.osl,
+    profile = _with_budget(calibration.resolve_engine(engine or case.engine, _gpu(case.gpu)), case)
+    result = estimate(_model(case.model_id), _gpu(case.gpu), engine=profile, isl=case.isl, osl=case.osl,
                       layout=case.layout, prefill_layout=case.prefill_layout,
                       prefill_instances=case.prefill_instances, decode_layout=case.decode_layout,
                       decode_instances=case.decode_instances, concurrency=case.concurrency,
                       max_batch_size=case.decode_batch, allow_cross_domain=True)
     return result.ttft_ms.mean, result.tpot_ms.mean
+
+
+def _with_budget(profile: calibration.EngineProfile, case: MeasuredCase) -> calibration.EngineProfile:
+    """``profile`` with the step token budget the case's launch configured (``case.step_token_budget``,
+    one attention-DP rank's), where known."""
+    if case.step_token_budget is None:
+        return profile
+    budget = case.step_token_budget
+    if profile.name.split("~", 1)[0] == "sglang":
+        # max_num_batched_tokens is SGLang's whole chunk, split over attention-DP ranks (costs.rank_token_budget);
+        # max_prefill_tokens caps each rank's prefill batch below it.
+        layout = case.layout or case.prefill_layout
+        budget = min(profile.max_num_batched_tokens, budget * (layout.dp_size if layout is not None else 1))
+    if budget == profile.max_num_batched_tokens:
+        return profile
+    return _budgeted(profile, budget)
+
+
+@lru_cache(maxsize=4096)
+def _budgeted(profile: calibration.EngineProfile, budget: int) -> calibration.EngineProfile:
+    return profile.model_copy(update={"max_num_batched_tokens": budget})
 
 
 @lru_cache(maxsize=64)

@@ -14,6 +14,7 @@ says so (``worker_counts_assumed``); fits leave those out.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -65,6 +66,9 @@ class MeasuredCase:
     # same measurement supplies: replayed as one prefill and one decode worker, a guess.
     worker_counts_assumed: bool = False
     gpu: str = "H100-SXM"
+    # Tokens per scheduler step of one attention-DP rank the run's launch configured, where the row's
+    # format says how it was launched (benchmark_token_budget); None: the engine's default.
+    step_token_budget: int | None = None
 
 
 _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms")
@@ -229,10 +233,42 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None) -> tuple[li
         if not ttft or not tpot or ttft <= 0 or tpot <= 0:
             leave("no measured TTFT/TPOT")
             continue
-        cases.append(MeasuredCase(rid, engine, mode, row["model"], int(float(row["isl"])), int(float(row["osl"])),
+        isl = int(float(row["isl"]))
+        cases.append(MeasuredCase(rid, engine, mode, row["model"], isl, int(float(row["osl"])),
                                   concurrency, layout, prefill, p_count, decode, d_count, batch, ttft, tpot,
-                                  assumed, gpu))
+                                  assumed, gpu, benchmark_token_budget(engine, isl, concurrency, layout, prefill)))
     return cases, left_out
+
+
+def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: Layout | None,
+                           prefill_layout: Layout | None) -> int | None:
+    """Tokens per scheduler step (one attention-DP rank's) the measurement's launch configured.
+
+    The reference rows were launched by AIConfigurator 0.12.0's generator, which sizes the step's
+    token budget to about one prompt (generator/rule_plugin/*.rule): TensorRT-LLM
+    ``max_num_tokens = max_batch_size + isl + 500`` rounded up to 32-token blocks, prefill workers
+    ``isl + 500`` (trtllm.rule:13-19; chunked prefill off, backend_templates/trtllm/
+    extra_engine_args.yaml.j2 ``enable_chunked_prefill | default(false)``); vLLM ``max_num_tokens
+    = max_batch_size + isl + 1500`` with ``max_batch_size`` 512 below 512 sequences, else twice
+    them, prefill workers ``isl + 1500`` (vllm.rule:3-5,17-20); SGLang ``max_prefill_tokens =
+    isl + 1500`` next to its default chunk (sglang.rule:11). So a step admits one prompt, and the
+    per-step costs (weight reads, the decode batch, a launch floor) are paid once per prompt.
+    ``max_batch_size`` is the row's sequences per rank (concurrency / attention DP). None for an
+    engine without a rule.
+    """
+    first = layout or prefill_layout
+    dp = first.dp_size if first is not None else 1
+    prefill_only = layout is None
+    per_rank = max(int(math.ceil(concurrency / max(dp, 1))), 1)
+    if engine == "trtllm":
+        tokens = isl + 500 + (0 if prefill_only else per_rank)
+        return int(math.ceil(tokens / 32) * 32)
+    if engine == "vllm":
+        batch = 512 if per_rank < 512 else 2 * per_rank
+        return isl + 1500 + (0 if prefill_only else batch)
+    if engine == "sglang":
+        return isl + 1500
+    return None
 
 
 def fit_cases(cases: list[MeasuredCase]) -> list[MeasuredCase]:
