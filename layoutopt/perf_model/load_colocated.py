@@ -253,7 +253,7 @@ def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: f
     extra = costs.prompt_extra_at(n)
     per_step = n / steps
     ranks = max(costs.prefill_servers, 1)
-    extra = extra + _sharing_penalty(costs, n, extra, per_step / ranks)[:, None]
+    extra = extra + _sharing_penalty(costs, n, extra, per_step / ranks if ranks > 1 else per_step)[:, None]
     floor = costs.prompt_floor_at(n)
     effective = extra if ranks == 1 else extra * lockstep_share(per_step, ranks)[:, None]
     if floor is not None:

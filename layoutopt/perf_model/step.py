@@ -210,7 +210,8 @@ def decode_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, batch
 
 
 def _chunk_placement(dp: int, chunk_ranks: int, prefill, decode):
-    """(prompt tokens on the slowest rank, decode tokens per rank, tokens the MoE layers take) of a
+    """(prompt tokens on the slowest rank, decode tokens per rank, tokens the MoE layers take, None
+    for the default) of a
     step carrying ``prefill`` prompt tokens spread over ``chunk_ranks`` of ``dp`` attention-DP ranks.
 
     The ranks step in lockstep: every MoE layer is a collective over all of them (vLLM runs a
@@ -221,9 +222,10 @@ def _chunk_placement(dp: int, chunk_ranks: int, prefill, decode):
     CUDA graphs or micro-batching (v1/worker/dp_utils.py:176-185; long chunks run eagerly), SGLang
     uses SUM_LEN for extend batches (0.5.23 srt/layers/dp_attention.py:183-192).
     """
+    if dp == 1:  # one rank: nothing to place (and the MoE layers take this rank's tokens, the default)
+        return prefill, decode, None
     ranks = dp if chunk_ranks is None else max(min(chunk_ranks, dp), 1)
-    decode_rank = decode / dp
-    return prefill / ranks, decode_rank, prefill + decode
+    return prefill / ranks, decode / dp, prefill + decode
 
 
 def mixed_step_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_tokens: int,
@@ -251,7 +253,7 @@ def mixed_step_time(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefill_toke
         c, tokens=tokens, logit_tokens=decode_rank + (1.0 if prefill_tokens else 0.0), decode_seqs=decode_rank,
         decode_ctx=float(decode_context_tokens), prefill_tokens=chunk_rank, prefill_pairs=pairs,
         prefill_cached_tokens=float(prefill_context_tokens) if prefill_tokens else 0.0,
-        prefill_indexer_pairs=indexer_pairs, moe_tokens=moe_tokens if dp > 1 else None)
+        prefill_indexer_pairs=indexer_pairs, moe_tokens=moe_tokens)
     comm_s += _stage_hop_s(c, tokens, layout.pp_size)
     overhead_s += c.profile.step_overhead_ms * 1e-3
     return _step_time(compute_s, memory_s, comm_s, overhead_s)
@@ -276,6 +278,6 @@ def mixed_step_time_array(model: ModelSpec, gpu: GpuSpec, layout: Layout, prefil
         c, tokens=tokens, logit_tokens=decode_rank + has_chunk, decode_seqs=decode_rank,
         decode_ctx=float(decode_context_tokens), prefill_tokens=chunk_rank, prefill_pairs=pairs,
         prefill_cached_tokens=np.where(has_chunk, cached, 0.0),
-        prefill_indexer_pairs=np.asarray(indexer_pairs), moe_tokens=moe_tokens if dp > 1 else None, split=False)
+        prefill_indexer_pairs=np.asarray(indexer_pairs), moe_tokens=moe_tokens, split=False)
     comm_s = comm_s + _stage_hop_s(c, tokens, layout.pp_size)
     return compute_s + memory_s + comm_s + overhead_s + c.profile.step_overhead_ms * 1e-3
