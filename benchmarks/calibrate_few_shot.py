@@ -80,7 +80,7 @@ def main() -> None:
             writer.writerows(rows)
         out = Path(tmp) / "profile.yaml"
         argv = ["layoutopt", "calibrate", str(sample), "--engine", args.engine, "--gpu", args.gpu,
-                "--folds", str(args.folds), "--output", str(out)]
+                "--folds", str(args.folds), "--aiconfigurator-launch", "--output", str(out)]
         if args.parameters:
             argv += ["--parameters", args.parameters]
         sys.argv = argv

@@ -138,3 +138,25 @@ def test_bad_sidecar_names_its_field(tmp_path):
 def test_rows_of_other_gpus_and_engines_are_left_aside():
     assert ingest([FIXTURES / "h100_vllm_qwen3_32b_tp4.csv"], gpu="B200").cases == []
     assert ingest([FIXTURES / "h100_vllm_qwen3_32b_tp4.csv"], engine="sglang").cases == []
+
+
+def test_a_csv_run_keeps_the_step_token_budget_it_was_launched_with(tmp_path):
+    """A user's own CSV is not assumed to be launched the way the reference rows were."""
+    from layoutopt.perf_model.measurements import benchmark_token_budget
+
+    source = FIXTURES / "h100_vllm_qwen3_32b_tp4.csv"
+    default = ingest([source], engine="vllm", gpu="H100").cases
+    assert default and all(c.step_token_budget is None for c in default)
+    ruled = ingest([source], engine="vllm", gpu="H100", aiconfigurator_launch=True).cases
+    assert [c.step_token_budget for c in ruled] == [
+        benchmark_token_budget("vllm", c.isl, c.concurrency, c.layout, c.prefill_layout) for c in ruled]
+    assert all(c.step_token_budget for c in ruled)
+    header, *rows = source.read_text().splitlines()
+    pinned = tmp_path / "pinned.csv"
+    pinned.write_text("\n".join([header + ",step_token_budget"] + [row + ",4096" for row in rows]) + "\n")
+    assert {c.step_token_budget for c in ingest([pinned], engine="vllm", gpu="H100",
+                                               aiconfigurator_launch=True).cases} == {4096}
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([header + ",step_token_budget"] + [row + ",-3" for row in rows]) + "\n")
+    with pytest.raises(InputError, match="step_token_budget"):
+        ingest([bad], engine="vllm", gpu="H100")

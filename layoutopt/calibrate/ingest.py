@@ -48,8 +48,10 @@ def _read_csv_header(path: Path) -> list[str]:
 
 
 def ingest(paths: list[str | Path], context: RunContext | None = None, run_info: str | Path | None = None,
-           engine: str | None = None, gpu: str | None = None) -> Ingested:
-    """Read every file; keep the cases of ``engine`` measured on ``gpu`` (catalog name) when given."""
+           engine: str | None = None, gpu: str | None = None, aiconfigurator_launch: bool = False) -> Ingested:
+    """Read every file; keep the cases of ``engine`` measured on ``gpu`` (catalog name) when given.
+    ``aiconfigurator_launch``: rows of measurement CSVs without a ``step_token_budget`` were launched
+    by AIConfigurator's generator (its token budget rules), not with the engine's default budget."""
     from layoutopt.hardware_catalog.catalog import get_gpu
 
     given = context or RunContext()
@@ -85,7 +87,7 @@ def ingest(paths: list[str | Path], context: RunContext | None = None, run_info:
             header = _read_csv_header(path)
             if reference_csv.is_reference_csv(header):
                 out.formats[str(path)] = FORMATS[0]
-                cases, left_out = reference_csv.reference_cases(path)
+                cases, left_out = reference_csv.reference_cases(path, aiconfigurator_launch)
                 out.left_out += [(rid, reason) for rid, row_engine, row_gpu, reason in left_out
                                  if (engine is None or row_engine == engine)
                                  and (wanted_gpu is None or row_gpu in (wanted_gpu, ""))]

@@ -20,7 +20,7 @@ NUMERIC_COLUMNS = ("isl", "osl", "ttft_ms", "tpot_ms")
 OPTIONAL_NUMERIC_COLUMNS = ("concurrency", "tp", "pp", "attention_dp", "moe_tp", "moe_ep", "prefill_workers",
                             "prefill_tp", "prefill_pp", "prefill_attention_dp", "prefill_moe_tp", "prefill_moe_ep",
                             "decode_workers", "decode_tp", "decode_pp", "decode_attention_dp", "decode_moe_tp",
-                            "decode_moe_ep", "decode_batch")
+                            "decode_moe_ep", "decode_batch", "step_token_budget")
 MODES = ("agg", "disagg")
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -54,12 +54,17 @@ def _check_rows(path: Path, rows: list[dict], header: list[str]) -> None:
                 raise InputError(f"{where}: {column}", text, "a number >= 0 or empty")
 
 
-def reference_cases(path: Path) -> tuple[list[MeasuredCase], list[tuple[str, str, str, str]]]:
-    """(cases, rows the perf model cannot replay as (row id, engine, GPU, reason))."""
+def reference_cases(path: Path, aiconfigurator_launch: bool = False
+                    ) -> tuple[list[MeasuredCase], list[tuple[str, str, str, str]]]:
+    """(cases, rows the perf model cannot replay as (row id, engine, GPU, reason)).
+
+    A row's step token budget is its optional ``step_token_budget`` column, else AIConfigurator's
+    rule when ``aiconfigurator_launch`` (the reference rows' launches), else the engine's default:
+    a user's own runs are not assumed to have been launched the way the reference rows were."""
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         header = list(reader.fieldnames or [])
         rows = list(reader)
     _check_rows(path, rows, header)
-    cases, left_out = load_cases(path)
+    cases, left_out = load_cases(path, aiconfigurator_launch=aiconfigurator_launch)
     return cases, [(item.row_id, item.engine, item.gpu, item.reason) for item in left_out]

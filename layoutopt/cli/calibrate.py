@@ -48,10 +48,14 @@ def _signed(value: float | None) -> str:
               help="k of the k-fold error (0: skip)")
 @click.option("--loss", type=click.Choice(["soft_l1", "huber", "cauchy", "arctan", "linear"]), default="soft_l1",
               show_default=True, help="robust loss of scipy least_squares")
+@click.option("--aiconfigurator-launch", "aiconfigurator_launch", is_flag=True, default=False,
+              help="the CSV runs were launched by AIConfigurator's generator, as reference/measurements were: replay "
+                   "each with the step token budget its rules set (a step_token_budget column wins; without either, "
+                   "the engine's default budget)")
 @click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False), help="profile YAML to write")
 @format_option
 def command(measurements, engine, gpu, model, tp, pp, ep, dp, precision, concurrency, run_info, parameters, folds,
-            loss, output_path, output_format) -> None:
+            loss, aiconfigurator_launch, output_path, output_format) -> None:
     """Fit the engine x GPU-generation profile to MEASUREMENTS (measurement CSVs in the reference format,
     `vllm bench serve --save-result` JSON, aiperf/genai-perf profile_export JSON or CSV) and write it to
     --output, with the constants' standard errors, the error before and after, the k-fold error and the
@@ -68,7 +72,8 @@ def command(measurements, engine, gpu, model, tp, pp, ep, dp, precision, concurr
         degrees["weight_precision"] = precision
     context = RunContext(model=model, gpu=gpu, engine=engine, concurrency=concurrency,
                          layout=Layout(**degrees) if degrees else None)
-    read = ingest(list(measurements), context, run_info=run_info, engine=engine, gpu=gpu)
+    read = ingest(list(measurements), context, run_info=run_info, engine=engine, gpu=gpu,
+                  aiconfigurator_launch=aiconfigurator_launch)
     cases = fit_cases(read.cases)
     chosen = tuple(p.strip() for p in parameters.split(",") if p.strip()) if parameters else DEFAULT_PARAMETERS
     sources = dict(read.source_of)

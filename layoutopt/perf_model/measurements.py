@@ -66,8 +66,9 @@ class MeasuredCase:
     # same measurement supplies: replayed as one prefill and one decode worker, a guess.
     worker_counts_assumed: bool = False
     gpu: str = "H100-SXM"
-    # Tokens per scheduler step of one attention-DP rank the run's launch configured, where the row's
-    # format says how it was launched (benchmark_token_budget); None: the engine's default.
+    # Tokens per scheduler step of one attention-DP rank the run's launch configured, where the
+    # row or the caller says how it was launched (a step_token_budget column, benchmark_token_budget
+    # for AIConfigurator launches); None: the engine's default.
     step_token_budget: int | None = None
 
 
@@ -159,11 +160,15 @@ def _check_columns(path: Path, fieldnames: list[str] | None) -> None:
                          + " (see reference/measurements/README.md)")
 
 
-def load_cases(csv_path: str | Path, default_gpu: str | None = None) -> tuple[list[MeasuredCase], list[LeftOut]]:
+def load_cases(csv_path: str | Path, default_gpu: str | None = None,
+               aiconfigurator_launch: bool = True) -> tuple[list[MeasuredCase], list[LeftOut]]:
     """(cases, rows left out with their reasons) of one measurement CSV.
 
     The GPU of a row is its ``system`` column (``h100_sxm``, ``b200_sxm`` or a catalog name);
-    ``default_gpu`` names it for files without that column.
+    ``default_gpu`` names it for files without that column. A row's step token budget
+    (``MeasuredCase.step_token_budget``) is its optional ``step_token_budget`` column; without one,
+    ``aiconfigurator_launch`` says the run was launched by AIConfigurator's generator, as the
+    reference rows were (:func:`benchmark_token_budget`), else the engine's default budget.
     """
     from layoutopt.hardware_catalog.catalog import get_gpu
     from layoutopt.model_catalog.catalog import get_model
@@ -234,9 +239,12 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None) -> tuple[li
             leave("no measured TTFT/TPOT")
             continue
         isl = int(float(row["isl"]))
+        budget = _degree(row, "step_token_budget", 0) or None
+        if budget is None and aiconfigurator_launch:
+            budget = benchmark_token_budget(engine, isl, concurrency, layout, prefill)
         cases.append(MeasuredCase(rid, engine, mode, row["model"], isl, int(float(row["osl"])),
                                   concurrency, layout, prefill, p_count, decode, d_count, batch, ttft, tpot,
-                                  assumed, gpu, benchmark_token_budget(engine, isl, concurrency, layout, prefill)))
+                                  assumed, gpu, budget))
     return cases, left_out
 
 
