@@ -352,10 +352,24 @@ def test_lockstep_share_hand_values():
     for mu, ranks in ((1.0, 2), (3.0, 4), (40.0, 8)):
         k = np.arange(400)
         expected = float((np.ceil(k / ranks) * poisson.pmf(k, mu)).sum()) / mu
-        assert lockstep_share(np.array([mu]), ranks)[0] == pytest.approx(expected, rel=1e-9)
+        assert lockstep_share(np.array([mu]), ranks)[0] == pytest.approx(expected, rel=1e-7)
     # A trickle: a prompt has its step to itself; a flood: every rank takes 1/r of the prompts.
     assert lockstep_share(np.array([1e-4]), 8)[0] == pytest.approx(1.0, abs=1e-3)
     assert lockstep_share(np.array([4000.0]), 8)[0] == pytest.approx(1 / 8, rel=0.01)
+
+
+def test_lockstep_share_spline_follows_the_exact_sum():
+    """The spline lockstep_share reads agrees with the plain sum over every rank multiple (no
+    window) within 1e-7, inside its range and past it (where the exact sum answers)."""
+    from scipy.special import pdtrc
+
+    from layoutopt.perf_model.load_colocated import lockstep_share
+
+    mu = np.exp(np.random.default_rng(7).uniform(np.log(1e-4), np.log(3000.0), 400))
+    for ranks in (2, 3, 8, 32, 128):
+        j = np.arange(int((mu.max() + 10 * np.sqrt(mu.max()) + 10) / ranks) + 2)
+        plain = pdtrc(j[None, :] * ranks, mu[:, None]).sum(axis=1) / mu
+        assert np.allclose(lockstep_share(mu, ranks), plain, rtol=1e-7, atol=0.0)
 
 
 def test_colocated_launch_floor_is_paid_once_per_step():
