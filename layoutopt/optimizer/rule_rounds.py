@@ -104,16 +104,16 @@ def label_replanned(plan: Plan, first: Plan, excluded: list[Exclusion]) -> Plan:
         if info.best_bound is not None:
             direction = "costs less than" if plan.objective == "min-cost" else "reaches more than"
             bound += f", and no plan of the full candidate table {direction} {info.best_bound:.4g} {unit}"
-    if "gap" in _full_table_gap(plan, info):
-        bound += f" (so the plan's gap to that bound is {_full_table_gap(plan, info)['gap']:.2%})"
+    full_table = _full_table_gap(plan, info)
+    if "gap" in full_table:
+        bound += f" (so the plan's gap to that bound is {full_table['gap']:.2%})"
     layouts = "; ".join(f"{e.candidate} ({e.pool}): {e.reason}" for e in excluded)
     plural = "s" if len(excluded) != 1 else ""
     note = (f"status {status}: the plan is {plan.solver.status} over the candidate table without {len(excluded)} "
             f"layout{plural} the engine's node-split rule left no placement on the cluster, not over the full "
             f"table: {layouts}{bound}")
-    solver_update = _full_table_gap(plan, info)
     solver = plan.solver.model_copy(update={
-        **solver_update, "status": "feasible" if plan.solver.status == "optimal" else plan.solver.status,
+        **full_table, "status": "feasible" if plan.solver.status == "optimal" else plan.solver.status,
         "proof": (plan.solver.proof + "; " if plan.solver.proof else "") + "over the candidates left after "
                  f"excluding {', '.join(e.candidate for e in excluded)} (no legal split on the cluster)"})
     explanation = plan.explanation.model_copy(update={"notes": list(plan.explanation.notes) + [note]})

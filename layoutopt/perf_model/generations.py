@@ -169,17 +169,20 @@ def _precision_scale(spec: GenerationSpec, compute_precision: str) -> PrecisionS
     """The generation's scale for a precision: MXFP4 runs on the FP4 tensor cores (the same
     block-scaled MMA, one E8M0 scale per 32 values instead of an E4M3 one per 16) and takes FP4's
     figure where it has none of its own; a precision without a figure takes BF16's."""
-    scale = spec.precisions.get(compute_precision)
-    if scale is None and compute_precision == "mxfp4":
-        scale = spec.precisions.get("fp4")
+    scale = spec.precisions.get(compute_precision) or spec.precisions.get(_tensor_core_precision(compute_precision))
     return scale or spec.precisions["bf16"]
+
+
+def _tensor_core_precision(compute_precision: str) -> str:
+    """The precision whose tensor cores run ``compute_precision``: MXFP4 runs on FP4's."""
+    return "fp4" if compute_precision == "mxfp4" else compute_precision
 
 
 def peak_rate_factor(gpu: GpuSpec, compute_precision: str) -> float:
     """The GEMM fraction of ``gpu``'s peak over that of the generation's reference GPU at the same
     precision (:class:`PeakRateSplit`); 1 where the generation has no split or the peaks agree."""
     split = generation_spec(gpu).peak_rate_split
-    key = "fp4" if compute_precision == "mxfp4" else compute_precision
+    key = _tensor_core_precision(compute_precision)
     peak = gpu.peak_tflops(compute_precision)  # type: ignore[arg-type]
     if split is None or peak is None or key not in split.reference_tflops:
         return 1.0

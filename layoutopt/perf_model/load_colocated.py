@@ -256,11 +256,12 @@ def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: f
     ranks = max(costs.prefill_servers, 1)
     extra = extra + _sharing_penalty(costs, n, extra, per_step / ranks if ranks > 1 else per_step)[:, None]
     floor = costs.prompt_floor_at(n)
-    effective = extra if ranks == 1 else extra * lockstep_share(per_step, ranks)[:, None]
+    share = lockstep_share(per_step, ranks)[:, None] if ranks > 1 else None
+    effective = extra if share is None else extra * share
     if floor is not None:
         mu = np.maximum(per_step, 1e-12)
         once = (-np.expm1(-mu) / mu)[:, None]
-        effective = effective - (floor if ranks == 1 else floor * lockstep_share(per_step, ranks)[:, None]) + floor * once
+        effective = effective - (floor if share is None else floor * share) + floor * once
     tau = d + n * (effective * costs.input_weights).sum(axis=1) / steps
     return tau, n / (steps * tau), d, extra, effective
 
