@@ -7,7 +7,7 @@ Disaggregated rows whose worker counts the CSV leaves blank cannot be replayed e
 measurements README); they are left out of the figures and counted as such.
 
     python benchmarks/accuracy.py [CSV ...] [--engine vllm] [--leave-one-gpu-out] [--breakdown] [--residuals]
-                                  [--json] [--ep-exchange alltoall]
+                                  [--ttft-remainder] [--json] [--ep-exchange alltoall]
 
 ``--breakdown`` adds, per GPU, the TTFT and TPOT error by mode, dense/MoE, precision and client
 concurrency (every row of the CSVs is a closed-loop run, so there is no open-loop split).
@@ -18,6 +18,8 @@ DeepEP-style, which no emitted launch selects) instead of the engine default, wi
 precision, the predicted latency itself): the residual analysis a new model term starts from (a
 term that removes a correlation should move the figures; |rho| >= 0.3 is flagged). With
 ``--leave-one-gpu-out`` the same table is printed for the carried-over predictions.
+``--ttft-remainder`` prints, per GPU, engine and model, the measured TTFT of the least concurrent
+rows minus the model's GPU prefill alone: the share of TTFT the per-request overhead must explain.
 
 Without CSVs: ``reference/measurements/h100_sxm.csv`` and ``b200_sxm.csv``.
 Targets: TPOT MdAPE <= 10 %, TTFT MdAPE <= 20 %, >= 95 % of replayable rows predicted; leave
@@ -255,6 +257,70 @@ def render_residuals(table: dict[str, dict], title: str) -> str:
     return "\n".join(lines)
 
 
+# Rows at most this concurrent count as "nearly alone" for the TTFT remainder (little queueing).
+REMAINDER_MAX_CONCURRENCY = 8
+
+
+def gpu_prefill_ms(case) -> float:
+    """The model's GPU time (ms) of the case's prompt prefilled alone in one step, under the case's
+    own profile and launch budget: no request overhead, no queueing."""
+    from layoutopt.perf_model import calibration, fit, step
+
+    profile = fit._with_budget(calibration.resolve_engine(case.engine, fit._gpu(case.gpu)), case)
+    return step.prefill_time_s(fit._model(case.model_id), fit._gpu(case.gpu), case.layout, case.isl,
+                               engine=profile) * 1e3
+
+
+def ttft_remainders(cases, prefill_ms=gpu_prefill_ms) -> dict[str, dict]:
+    """{"GPU/engine/model": {"rows", "remainder_ms": [...], "by_isl": {isl: median}, "overhead_ms"}}:
+    what the per-request overhead has to explain. For every aggregated layout and prompt length
+    the rows at the lowest concurrency (at most REMAINDER_MAX_CONCURRENCY, so little queueing)
+    give the measured TTFT minus ``prefill_ms(case)``, the model's GPU prefill alone; one
+    ``request_overhead_ms`` per engine and generation serves every model, so remainders that
+    differ between models point at a term the model lacks (or at runs that differ)."""
+    from layoutopt.errors import LayoutoptError
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.perf_model.calibration import get_engine_profile
+
+    lowest: dict[tuple, list] = defaultdict(list)
+    for case in cases:
+        if case.mode != "agg" or case.layout is None or case.concurrency > REMAINDER_MAX_CONCURRENCY:
+            continue
+        lowest[(case.gpu, case.engine, case.model_id, case.layout, case.isl)].append(case)
+    out: dict[str, dict] = {}
+    for (gpu, engine, model_id, _, isl), group in sorted(lowest.items(), key=lambda kv: str(kv[0])):
+        n = min(c.concurrency for c in group)
+        at_n = [c for c in group if c.concurrency == n]
+        try:
+            remainder = float(np.median([c.ttft_ms for c in at_n])) - prefill_ms(at_n[0])
+        except LayoutoptError:
+            continue
+        label = f"{gpu}/{engine}/{model_id.split('/')[-1]}"
+        entry = out.setdefault(label, {"rows": 0, "remainder_ms": [], "by_isl": defaultdict(list), "overhead_ms":
+                                       get_engine_profile(engine, get_gpu(gpu).generation).request_overhead_ms})
+        entry["rows"] += len(at_n)
+        entry["remainder_ms"].append(remainder)
+        entry["by_isl"][isl].append(remainder)
+    for entry in out.values():
+        entry["by_isl"] = {isl: float(np.median(v)) for isl, v in sorted(entry["by_isl"].items())}
+    return out
+
+
+def render_remainders(table: dict[str, dict]) -> str:
+    lines = ["-- TTFT remainder: measured TTFT at the lowest concurrency (<= "
+             f"{REMAINDER_MAX_CONCURRENCY}) minus the model's GPU prefill alone, per layout and prompt length",
+             f"{'gpu/engine/model':<44}{'layouts':>8}{'median':>9}{'min':>8}{'max':>8}  {'by ISL (median)':<28}"
+             f"{'profile overhead':>16}"]
+    for label, entry in table.items():
+        values = np.array(entry["remainder_ms"])
+        by_isl = ", ".join(f"{isl}: {v:.0f}" for isl, v in entry["by_isl"].items())
+        lines.append(f"{label:<44}{len(values):>8}{np.median(values):>8.0f} {values.min():>7.0f} {values.max():>7.0f}"
+                     f"  {by_isl:<28}{entry['overhead_ms']:>14.1f} ms")
+    lines.append("(ms; one request_overhead_ms per engine and generation serves every model: remainders that differ "
+                 "by model, or grow with the prompt, are what that constant cannot describe)")
+    return "\n".join(lines)
+
+
 def _label_order(label: str) -> tuple:
     """GPU, then concurrency bins in numeric order, other values alphabetically."""
     gpu, _, value = label.partition("/")
@@ -358,6 +424,9 @@ def main() -> None:
                         help="also split the errors by mode, dense/MoE, precision and concurrency")
     parser.add_argument("--residuals", action="store_true",
                         help="also correlate each row's error with its features (Spearman, per GPU and engine)")
+    parser.add_argument("--ttft-remainder", action="store_true",
+                        help="also print, per model, the measured TTFT at the lowest concurrency minus the model's "
+                        "GPU prefill alone: what the per-request overhead has to explain")
     parser.add_argument("--leave-one-gpu-out", action="store_true",
                         help="also predict each GPU's rows with the profile fitted on the other generation")
     parser.add_argument("--ep-exchange", choices=("allgather_reducescatter", "dp_gather", "alltoall"),
@@ -408,6 +477,9 @@ def main() -> None:
     if logo_residuals is not None:
         print()
         print(render_residuals(logo_residuals, "-- residual correlations, leave-one-GPU-out"))
+    if args.ttft_remainder:
+        print()
+        print(render_remainders(ttft_remainders(cases)))
 
 
 if __name__ == "__main__":

@@ -192,3 +192,34 @@ def test_benchmark_token_budget_follows_the_generator_rules(tmp_path):
     assert _with_budget(sglang, dep2).max_num_batched_tokens == min(sglang.max_num_batched_tokens, 5048)
     # Rows from elsewhere (no launch rule) keep the engine's default.
     assert _with_budget(sglang, dataclasses.replace(dep2, step_token_budget=None)) is sglang
+
+
+def test_accuracy_ttft_remainder_subtracts_the_gpu_prefill_at_the_lowest_concurrency():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from accuracy import render_remainders, ttft_remainders
+
+    def case(rid, model, isl, conc, ttft, tp=1, mode="agg"):
+        layout = Layout(tp_size=tp, weight_precision="fp8")
+        return MeasuredCase(rid, "trtllm", mode, model, isl, 128, float(conc), layout if mode == "agg" else None,
+                            None if mode == "agg" else layout, 1, None if mode == "agg" else layout, 1, None, ttft,
+                            10.0, gpu="H100-SXM")
+
+    small, big = "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B"
+    cases = [case("a", small, 1024, 4, 50.0), case("b", small, 1024, 4, 70.0),  # lowest N: median 60
+             case("c", small, 1024, 16, 500.0),                                  # queued: not the lowest N
+             case("d", small, 8192, 2, 130.0),
+             case("e", big, 1024, 4, 230.0, tp=2),
+             case("f", big, 1024, 64, 900.0, tp=4),                              # above the concurrency cap
+             case("g", big, 1024, 4, 999.0, mode="disagg")]                      # no colocated layout
+    table = ttft_remainders(cases, prefill_ms=lambda c: c.isl / 100.0)         # 10.24 ms at 1024 tokens
+    assert sorted(table) == ["H100-SXM/trtllm/Llama-3.1-8B-Instruct", "H100-SXM/trtllm/Qwen3-32B"]
+    entry = table["H100-SXM/trtllm/Llama-3.1-8B-Instruct"]
+    assert entry["rows"] == 3
+    assert entry["by_isl"][1024] == pytest.approx(60.0 - 10.24)
+    assert entry["by_isl"][8192] == pytest.approx(130.0 - 81.92)
+    assert entry["overhead_ms"] == get_engine_profile("trtllm").request_overhead_ms
+    assert table["H100-SXM/trtllm/Qwen3-32B"]["remainder_ms"] == [pytest.approx(230.0 - 10.24)]
+    assert "TTFT remainder" in render_remainders(table)
