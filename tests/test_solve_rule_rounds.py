@@ -3,7 +3,9 @@ rule (``uneven_nodes``) accepts for a pool's layout (optimizer/rule_rounds.py).
 
 On 3 + 1 + 2 free H100s, llama-3.1-70b's best SGLang plan has a TP1 x PP4 prefill instance, which
 only splits 1 + 1 + 2 (SGLang needs the same GPUs on every node): solve used to answer infeasible;
-it now re-solves without that layout and returns a TP2 plan that places, labelled feasible.
+it now re-solves with that layout capped (at most 1, in parts of >= 2 GPUs per node: 2 + 2 is its
+only legal split, which the decode pool's GPUs leave no room for) and returns a TP2 plan that
+places, labelled feasible. tests/test_rule_rounds_caps.py checks the caps against brute force.
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ def test_a_plan_without_the_unsplittable_layout_places_passes_the_rules_and_emit
 
 def test_the_replanned_status_and_notes_say_what_was_proven(replanned):
     assert replanned.status == "feasible" and replanned.solver.status == "feasible"
-    assert "excluding prefill-H100-SXM-tp1-pp4-fp8" in replanned.solver.proof
+    assert "capped where no legal split on the cluster held more (prefill-H100-SXM-tp1-pp4-fp8 <= 1 in parts of " \
+           ">= 2 GPUs)" in replanned.solver.proof
     note = next(n for n in replanned.explanation.notes if "node-split rule" in n)
-    assert note.startswith("status feasible: the plan is optimal over the candidate table without 1 layout")
+    assert note.startswith("status feasible: the plan is optimal over the candidate table with 1 layout capped")
     assert "prefill-H100-SXM-tp1-pp4-fp8" in note and RULE_SOURCE.search(note), note
     # the first plan's objective and its proven bound over the full table, which the replanned plan stays under
     bound = float(re.search(r"no plan of the full candidate table reaches more than ([\d.]+) requests/\$", note)[1])
@@ -63,7 +66,8 @@ def test_nothing_placeable_stays_infeasible_naming_the_rule(tmp_path):
     reasons = planned.explanation.reasons
     assert reasons[0].startswith("the best plan found (1 x colocated H100-SXM tp1-pp4-fp8) cannot be placed")
     assert any(RULE_SOURCE.search(r) for r in reasons), reasons
-    assert reasons[-1].startswith("re-solved without colocated-H100-SXM-tp1-pp4-fp8: no plan"), reasons
+    assert reasons[-1].startswith("re-solved with colocated-H100-SXM-tp1-pp4-fp8 excluded"), reasons
+    assert reasons[-1].endswith("the free GPUs hold 0 in splits the rule accepts): no plan (infeasible)"), reasons
 
 
 def test_without_rounds_the_answer_is_todays_infeasible_one(tmp_path, monkeypatch):

@@ -18,13 +18,14 @@ Stages:
    reported plan is always the placed one; a plan that cannot be placed comes back infeasible
    with the placement's reasons.
 Between 2 and 3, when placement finds no split over nodes the engine's rule (``uneven_nodes``)
-accepts for a pool, the optimizer solves again without that pool's layout and places again, a few
-rounds (``rule_rounds``); such a plan is ``feasible``, optimal only over the candidates left.
+accepts for a pool, the optimizer solves again with fewer instances of that pool's layout (at most
+as many as legal splits hold, none when no split does) and places again, a few rounds
+(``rule_rounds``); such a plan is ``feasible``, optimal only over the table with those caps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,7 @@ from layoutopt.optimizer.placing import (
     unplaced_plan, with_placement,
 )
 from layoutopt.plan import Objective, Plan
-from layoutopt.optimizer.rule_rounds import label_replanned, replan_around_rule, with_failures, without
+from layoutopt.optimizer.rule_rounds import Cap, capped, label_replanned, replan_around_rule, with_failures
 from layoutopt.optimizer.plan_builder import build_plan, infeasible_plan
 from layoutopt.optimizer.scaling import to_integer_table
 from layoutopt.optimizer.search import SearchResult, search
@@ -260,11 +261,11 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
     result, first = placed(plan, table, found, assumed_kv(plan), cluster_notes)
     rounds = replan_around_rule(
         first, result, table, found,
-        resolve=lambda t: clock.spend(search(to_integer_table(t), objective, remaining_s(), top_k,
-                                             tolerance_fraction)),
+        resolve=lambda t, caps: clock.spend(search(capped(to_integer_table(t), caps), objective, remaining_s(),
+                                                   top_k, tolerance_fraction)),
         build=lambda f, t: build_plan(f, table=t, **context),
         place_plan=lambda p, t, f: placed(p, t, f, assumed_kv(p), cluster_notes))
-    if rounds.excluded:   # the rounds ran: their placed plan goes on, or the first answer with their reasons
+    if rounds.caps:   # the rounds ran: their placed plan goes on, or the first answer with their reasons
         if not rounds.result.placed:
             return with_failures(first, rounds.failures)
         plan, table, found, result, first = rounds.plan, rounds.table, rounds.found, rounds.result, rounds.plan
@@ -273,8 +274,8 @@ def solve(model: str | ModelSpec | None, budget: str | Budget | None = None, slo
         p.role == "prefill" for p in plan.pools) and (not result.placed or kv_link_too_slow(result, assumed))
     if needs_feedback:
         first = _second_stage(first, result, limits, table, table_for, gpus, objective, top_k, clock, placed,
-                              context, cluster_notes, tolerance_fraction, {e.candidate for e in rounds.excluded})
-    return label_replanned(first, first_plan, rounds.excluded)
+                              context, cluster_notes, tolerance_fraction, rounds.final_caps)
+    return label_replanned(first, first_plan, rounds.final_caps)
 
 
 class SolverClock:
@@ -304,27 +305,27 @@ def _with_notes(plan: Plan, notes: list[str], as_reasons: bool = False) -> Plan:
 
 def _second_stage(first: Plan, first_result, limits: ClusterLimits, table: CandidateTable, table_for, gpus,
                   objective: str, top_k: int, clock: "SolverClock", placed, context: dict, cluster_notes: list[str],
-                  tolerance_fraction: float, excluded: set[str] = frozenset()) -> Plan:
+                  tolerance_fraction: float, rule_caps: Sequence[Cap] = ()) -> Plan:
     """Re-solve once with what the placement showed: KV crossing racks is slower than assumed.
 
     Two ways out, each solved and placed; the better placed plan wins: (a) prefill and decode
     kept in one rack, where the same-rack link the candidates assumed holds; (b) every candidate
-    re-evaluated with the cross-rack link, which any placement delivers. ``excluded``: candidates
-    placement found no legal split for (``rule_rounds``), left out of both.
+    re-evaluated with the cross-rack link, which any placement delivers. ``rule_caps``: the caps
+    on candidates placement found too few legal splits for (``rule_rounds``), in both.
     """
     if first_result.kv_link is not None:
         seen = f"the first plan's KV path crossed racks at {first_result.kv_link.bandwidth_gb_per_s:.1f} GB/s per GPU"
     else:
         seen = "the first plan's KV traffic did not fit the rack uplinks"
-    in_rack = without(table, set(excluded)).model_copy(update={"disaggregated_gpu_limits": dict(limits.rack_gpus)})
+    in_rack = table.model_copy(update={"disaggregated_gpu_limits": dict(limits.rack_gpus)})
     options = [("prefill and decode kept in one rack", in_rack, limits.same_rack_links, clock.left() / 2)]
     options.append(("capacities re-evaluated with the cross-rack KV link",
-                    without(table_for(gpus, kv_links=limits.cross_rack_links), set(excluded)),
+                    table_for(gpus, kv_links=limits.cross_rack_links),
                     limits.cross_rack_links, None))
     best: Plan | None = None
     for label, option_table, links, share_s in options:
-        found = clock.spend(search(to_integer_table(option_table), objective, share_s or clock.left(), top_k,
-                                   tolerance_fraction))
+        found = clock.spend(search(capped(to_integer_table(option_table), rule_caps), objective,
+                                   share_s or clock.left(), top_k, tolerance_fraction))
         if not found.best.has_plan:
             continue
         candidate = build_plan(found, table=option_table, **context)

@@ -16,6 +16,7 @@ from layoutopt.topology.placement.result import (
     PlacementResult,
     PlacementStatus,
     RackKvTraffic,
+    RuleRefusal,
 )
 from layoutopt.topology.placement.solver import place
 from layoutopt.topology.placement.validate import validate_placement
@@ -26,6 +27,7 @@ __all__ = [
     "PlacementResult",
     "PlacementStatus",
     "RackKvTraffic",
+    "RuleRefusal",
     "place",
     "validate_placement",
 ]

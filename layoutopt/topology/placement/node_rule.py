@@ -12,6 +12,10 @@
   (``split_plan``: one pool per part size), the parts of one instance in different domains
   (``data.StageDemand.parts_apart``), and ``arrange_parts`` deals the placed parts to instances
   so that holds.
+- ``legal_instances``: when no option fits, at most how many instances of the pool the free GPUs
+  hold alone in parts the rule accepts, and ``legal_part_gpus`` the fewest GPUs a legal part
+  puts in one domain, which placement reports with its refusal (``result.RuleRefusal``) so the
+  optimizer can re-solve with at most that many, packed in such parts (``optimizer.rule_rounds``).
 """
 
 from __future__ import annotations
@@ -74,6 +78,64 @@ def part_sizes(plan: Plan, data: PlacementData, pool_index: int, fitting_only: b
         if room >= demand.num_instances * parts or not fitting_only:
             sizes.append(k)
     return sizes
+
+
+def legal_instances(plan: Plan, data: PlacementData, pool_index: int) -> int:
+    """At most how many instances of the pool the free GPUs of its type hold on their own (no
+    other pool placed), each in equal parts of one size the rule accepts (the parts of one
+    instance in different domains; instances may differ in size, as ``part_options`` mixes two).
+    With one legal size it is exact: the largest m with sum_d min(parts domain d holds, m) >=
+    m x parts per instance, which is when ``part_sizes`` lets m fit. With several, an upper
+    bound: the GPUs legal parts can fill in each domain, summed, over one instance's GPUs."""
+    room = _legal_room(plan, data, pool_index)
+    sizes = sorted(gpus for gpus, most in room.items() if most > 0)
+    if len(sizes) < 2:
+        return room[sizes[0]] if sizes else 0
+    demand = next(d for d in data.demands if d.pool_index == pool_index)
+    instance_gpus = demand.pp_size * demand.stage_gpus
+    filled = sum(_most_filled(d.num_free, sizes) for d in data.domains if d.gpu == demand.gpu)
+    return max(max(room.values()), filled // instance_gpus)
+
+
+def legal_part_gpus(plan: Plan, data: PlacementData, pool_index: int) -> int:
+    """The fewest GPUs one part of a legal split puts in one domain, over the part sizes with
+    room for at least one instance (0 when none has): every legal placement of the pool, in parts
+    of one size or two, keeps at least that many of an instance's GPUs in each domain it uses."""
+    room = _legal_room(plan, data, pool_index)
+    return min((gpus for gpus, most in room.items() if most > 0), default=0)
+
+
+def _most_filled(free: int, sizes: Sequence[int]) -> int:
+    """The most of ``free`` GPUs that parts of the given sizes (any number of each) fill."""
+    reachable = [True] + [False] * free
+    for total in range(1, free + 1):
+        reachable[total] = any(size <= total and reachable[total - size] for size in sizes)
+    return max(total for total in range(free + 1) if reachable[total])
+
+
+def _legal_room(plan: Plan, data: PlacementData, pool_index: int) -> dict[int, int]:
+    """GPUs per part -> most instances of the pool alone in parts of that size (``legal_instances``)."""
+    demand = next(d for d in data.demands if d.pool_index == pool_index)
+    groups = demand.pp_size * demand.groups_per_part
+    group_gpus = demand.stage_gpus // demand.groups_per_part
+    free = [d.num_free for d in data.domains if d.gpu == demand.gpu]
+    return {k * group_gpus: _most_instances([f // (k * group_gpus) for f in free], groups // k)
+            for k in part_sizes(plan, data, pool_index, fitting_only=False)}
+
+
+def _most_instances(holds: Sequence[int], parts: int) -> int:
+    """The largest m with sum_d min(holds_d, m) >= m x parts (parts of one instance in different
+    domains); the left side less the right is concave in m and 0 at m = 0, so a bisection finds it."""
+    if parts == 1:
+        return sum(holds)
+    low, high = 0, sum(holds) // parts
+    while low < high:
+        middle = (low + high + 1) // 2
+        if sum(min(h, middle) for h in holds) >= middle * parts:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def part_options(plan: Plan, data: PlacementData, pool_index: int) -> list[PartOption]:

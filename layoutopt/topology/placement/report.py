@@ -16,7 +16,7 @@ from layoutopt.topology.placement.assign import (
 )
 from layoutopt.topology.placement.data import PlacementData
 from layoutopt.topology.placement.encoding import placed_instance
-from layoutopt.topology.placement.result import ObjectiveProof, PlacementResult, PlacementStatus
+from layoutopt.topology.placement.result import ObjectiveProof, PlacementResult, PlacementStatus, RuleRefusal
 from layoutopt.topology.placement.traffic import (
     BYTES_PER_GB,
     kv_shares,
@@ -26,8 +26,8 @@ from layoutopt.topology.placement.traffic import (
 
 
 def unplaced_result(plan: Plan, status: PlacementStatus, reasons: list[str], start_s: float,
-                    rule_refused_pools: list[int] | None = None) -> PlacementResult:
-    return PlacementResult(status=status, plan=plan, reasons=reasons, rule_refused_pools=rule_refused_pools or [],
+                    rule_refusals: list[RuleRefusal] | None = None) -> PlacementResult:
+    return PlacementResult(status=status, plan=plan, reasons=reasons, rule_refusals=rule_refusals or [],
                            wall_time_s=time.perf_counter() - start_s)
 
 

@@ -73,6 +73,20 @@ class ObjectiveProof(_Frozen):
                     "(KV traffic to within 1% of all KV); none: time ran out first")
 
 
+class RuleRefusal(_Frozen):
+    """A pool the engine's node-split rule left no placement: which pool, which rule, why, and how
+    many of its instances the free GPUs could hold in splits the rule accepts."""
+
+    pool_index: int = Field(ge=0, description="index into plan.pools")
+    rule: Literal["uneven_nodes"] = Field(description="the engine rule (engines.rules.check_node_split)")
+    reason: str = Field(description="the rule, its engine source line and the split placement tried")
+    legal_instances: int = Field(ge=0, description="at most how many instances of the pool's layout the free GPUs "
+                                 "hold alone in equal parts the rule accepts (node_rule.legal_instances: exact with "
+                                 "one legal part size, an upper bound with several)")
+    part_gpus: int = Field(ge=0, description="fewest GPUs one part of a legal split puts in one domain (node_rule."
+                           "legal_part_gpus); 0 when no split holds an instance")
+
+
 class PlacementResult(_Frozen):
     """The placed plan (``plan.placement`` filled when placed) and what the placement implies."""
 
@@ -88,11 +102,15 @@ class PlacementResult(_Frozen):
     objectives: list[ObjectiveProof] = Field(default_factory=list, description="in priority order; "
                                              "status is optimal only when every one is proven")
     reasons: list[str] = Field(default_factory=list, description="why no placement exists (infeasible, timeout)")
-    rule_refused_pools: list[int] = Field(
-        default_factory=list, description="infeasible only: pools (indices into plan.pools) the engine's node-split "
-        "rule (uneven_nodes) left no placement the free GPUs hold; the optimizer re-solves without their layouts")
+    rule_refusals: list[RuleRefusal] = Field(
+        default_factory=list, description="infeasible only: pools the engine's node-split rule (uneven_nodes) left "
+        "no placement the free GPUs hold; the optimizer re-solves with fewer of their instances")
     notes: list[str] = Field(default_factory=list)
     wall_time_s: float = Field(ge=0)
+
+    @property
+    def rule_refused_pools(self) -> list[int]:
+        return [r.pool_index for r in self.rule_refusals]
 
     @property
     def placed(self) -> bool:

@@ -55,7 +55,8 @@ Solving, in near-linear time where the structure allows it
        placed again in equal parts per node the rule accepts (``node_rule``), the parts of one
        instance in different domains, with the same steps; its objectives are proven where they
        meet the rule-free optimum, and infeasible names the rule when no option fits (and the pool,
-       ``result.rule_refused_pools``, so that ``solve`` can re-solve without its layout).
+       ``result.rule_refusals``, with how many of its instances the free GPUs hold in legal splits,
+       so that ``solve`` can re-solve with at most that many).
 The status is ``optimal`` only when every objective is proven (``result.objectives`` says how).
 Determinism: one worker, a fixed seed, and a budget in CP-SAT deterministic time over every
 solve of a placement (``budget``), so neither the placement nor its status depends on the
@@ -84,10 +85,12 @@ from layoutopt.topology.placement.explain import (
 )
 from layoutopt.topology.placement.evaluate import kv_balance_units, model_violations, objective_values
 from layoutopt.topology.placement.greedy import greedy_counts
-from layoutopt.topology.placement.node_rule import PartOption, broken_splits, part_options, split_plan
+from layoutopt.topology.placement.node_rule import (
+    PartOption, broken_splits, legal_instances, legal_part_gpus, part_options, split_plan,
+)
 from layoutopt.topology.placement.objectives import objectives_in_order
 from layoutopt.topology.placement.report import placed_result, unplaced_result
-from layoutopt.topology.placement.result import ObjectiveProof, PlacementResult
+from layoutopt.topology.placement.result import ObjectiveProof, PlacementResult, RuleRefusal
 from layoutopt.topology.placement.variables import PlacementVariables
 
 # The full model is searched only up to this many placement variables per deterministic second
@@ -170,20 +173,19 @@ def _place_in_parts(plan: Plan, cluster: Cluster, free_data: PlacementData, free
             else:
                 options[pool_index], chosen[pool_index] = part_options(plan, free_data, pool_index), 0
             if chosen[pool_index] >= len(options[pool_index]):
-                return unplaced_result(plan, "infeasible", [_rule_reason(plan, pool_index, refused[pool_index],
-                                                                         len(options[pool_index]))], start_s,
-                                       [pool_index])
+                refusal = _refusal(plan, free_data, pool_index, refused[pool_index], len(options[pool_index]))
+                return unplaced_result(plan, "infeasible", [refusal.reason], start_s, [refusal])
         derived, part_groups, origin = split_plan(plan, {p: options[p][chosen[p]] for p in options})
         data = prepare(derived, cluster, kv_bytes_per_request, spread_racks, part_groups)
         outcome = _solve(data, budget, enforce_kv_capacity=True)
         if outcome.status in ("infeasible", "timeout"):
             pool_index = max(options, key=lambda p: (len(options[p]) - chosen[p], -p))
             if chosen[pool_index] + 1 >= len(options[pool_index]):
-                reason = _rule_reason(plan, pool_index, refused[pool_index], len(options[pool_index]))
+                refusal = _refusal(plan, free_data, pool_index, refused[pool_index], len(options[pool_index]))
                 if outcome.status == "timeout":
-                    reason += "; the search ran out of time: give placement more time"
-                return unplaced_result(plan, outcome.status, [reason], start_s,
-                                       [pool_index] if outcome.status == "infeasible" else None)
+                    reason = refusal.reason + "; the search ran out of time: give placement more time"
+                    return unplaced_result(plan, "timeout", [reason], start_s)
+                return unplaced_result(plan, "infeasible", [refusal.reason], start_s, [refusal])
             broken = {pool_index: refused[pool_index]}
             continue
         proofs = _proofs_against(free_data, free_outcome, data, outcome, origin)
@@ -193,6 +195,13 @@ def _place_in_parts(plan: Plan, cluster: Cluster, free_data: PlacementData, free
         broken = broken_splits(plan, result.instances)
         if not broken:
             return result
+
+
+def _refusal(plan: Plan, free_data: PlacementData, pool_index: int, found: tuple, tried: int) -> RuleRefusal:
+    """The structured refusal of a pool (``result.rule_refusals``): rule, reason and legal count."""
+    return RuleRefusal(pool_index=pool_index, rule=found[1].rule, reason=_rule_reason(plan, pool_index, found, tried),
+                       legal_instances=legal_instances(plan, free_data, pool_index),
+                       part_gpus=legal_part_gpus(plan, free_data, pool_index))
 
 
 def _rule_reason(plan: Plan, pool_index: int, found: tuple, tried: int) -> str:
