@@ -10,6 +10,7 @@ places, labelled feasible. tests/test_rule_rounds_caps.py checks the caps agains
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -77,3 +78,13 @@ def test_without_rounds_the_answer_is_todays_infeasible_one(tmp_path, monkeypatc
     planned = api.solve("llama-3.1-70b", cluster=cluster_with_free(tmp_path, [3, 1, 2]), isl=2000, osl=200,
                         engine="sglang")
     assert planned.status == "infeasible" and any(RULE_SOURCE.search(r) for r in planned.explanation.reasons)
+
+
+def test_the_replanned_plan_is_deterministic(tmp_path):
+    """Two solves of the same input through the rule rounds give the same plan JSON (wall times aside)."""
+    from test_optimizer_status import _without_wall_times
+    cluster = cluster_with_free(tmp_path, [3, 1, 2])
+    runs = [json.dumps(_without_wall_times(api.solve("llama-3.1-70b", cluster=cluster, isl=2000, osl=200,
+                                                     engine="sglang").model_dump(mode="json")), sort_keys=True)
+            for _ in range(2)]
+    assert runs[0] == runs[1] and '"status": "feasible"' in runs[0]
