@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import pytest
 from synthetic_candidates import make_candidate
