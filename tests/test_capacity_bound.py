@@ -150,3 +150,25 @@ def test_prefill_bound_is_zero_where_the_service_alone_misses_ttft():
     assert instance_capacity(model, gpu, layout, "prefill", workload, slo, kv_link=link).capacity_rps == 0.0
     assert capacity_upper_bound(model, gpu, layout, "prefill", workload, slo, kv_link=link).capacity_rps == 0.0
     assert capacity_upper_bound(model, gpu, layout, "prefill", workload, loose, kv_link=link).capacity_rps > 0.0
+
+
+@pytest.mark.parametrize("role", ["prefill", "colocated"])
+def test_capacity_after_the_grid_bound_equals_a_fresh_one(role):
+    """The ``"grid"`` bound leaves its coarse load grid for the full evaluation (``_coarse_rows``
+    remembers it); the evaluation that starts from it gives exactly what one from scratch gives,
+    and the prefill grid bound lies between the capacity and the full-step ceiling."""
+    from layoutopt.perf_model import capacity
+
+    workload, slo = preset_workload("chat"), SLO(ttft_ms={"p90": 1000.0}, tpot_ms={"p90": 30.0})
+    for name, gpu_name, layout in CASES:
+        model, gpu = get_model(name), get_gpu(gpu_name)
+        link = inter_node_link(gpu) if role == "prefill" else None
+        capacity._coarse_memo.clear()
+        fresh = instance_capacity(model, gpu, layout, role, workload, slo, kv_link=link)
+        capacity._coarse_memo.clear()
+        grid = capacity_upper_bound(model, gpu, layout, role, workload, slo, kv_link=link, tier="grid")
+        assert capacity._coarse_memo or grid.capacity_rps == 0.0
+        warm = instance_capacity(model, gpu, layout, role, workload, slo, kv_link=link)
+        assert warm == fresh
+        ceiling = capacity_upper_bound(model, gpu, layout, role, workload, slo, kv_link=link, tier="tpot")
+        assert fresh.capacity_rps <= grid.capacity_rps * (1 + 1e-12) <= ceiling.capacity_rps * (1 + 1e-9)

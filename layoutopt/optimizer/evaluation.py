@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model.capacity import (
-    BOUND_TIERS, BoundTier, CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity, pool_capacities_rps,
+    ROLE_BOUND_TIERS, BoundTier, CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity, pool_capacities_rps,
 )
 from layoutopt.perf_model.links import Link
 from layoutopt.plan import Layout, Role
@@ -189,11 +189,10 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
     """One group, smallest instances first and, among equals, the highest bound first: a proposal
     is evaluated unless an evaluated one dominates it at its upper bound.
 
-    Colocated bounds come in tiers (``perf_model.capacity.BOUND_TIERS``): the cheapest for every
-    proposal, each tighter one only where the looser ones prove nothing (the other roles have
-    one bound)."""
-    cheapest, *tighter = BOUND_TIERS
-    bounds = [_bound(shared, job, cheapest) for job in jobs]
+    Colocated and prefill bounds come in tiers (``perf_model.capacity.ROLE_BOUND_TIERS``): the
+    cheapest for every proposal, each tighter one only where the looser ones prove nothing
+    (decode has one bound)."""
+    bounds = [_bound(shared, job, ROLE_BOUND_TIERS[job[2]][0]) for job in jobs]
     order = sorted(range(len(jobs)), key=lambda i: (shapes[i].gpus_per_instance, -bounds[i].capacity_rps,
                                                     shapes[i].name))
     results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
@@ -210,8 +209,8 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
 
     for i in order:
         skip = dominated(i, bounds[i])
-        if jobs[i][2] == "colocated" and bounds[i].capacity_rps > 0 and winners:
-            for tier in tighter:
+        if bounds[i].capacity_rps > 0 and winners:
+            for tier in ROLE_BOUND_TIERS[jobs[i][2]][1:]:
                 if skip is not None:
                     break
                 skip = dominated(i, _bound(shared, jobs[i], tier))

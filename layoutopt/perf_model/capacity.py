@@ -150,12 +150,27 @@ def _load_axis(rows: Rows, role: Role) -> np.ndarray:
 
 
 def _coarse_rows(costs: PhaseCosts, role: Role, quantiles, ttft, tpot, instances: int = 1) -> tuple[Rows, int] | None:
-    """(coarse load grid, index of its highest row meeting the targets); None if even the first misses."""
+    """(coarse load grid, index of its highest row meeting the targets); None if even the first misses.
+
+    Remembered for the last ``_COARSE_MEMO_ENTRIES`` step tables (by identity; the entry keeps the
+    table alive): the search's ``"grid"`` bound computes the very grid a full evaluation of the
+    same candidate then starts from."""
+    key = (id(costs), role, quantiles, tuple(ttft.items()), tuple(tpot.items()), instances)
+    hit = _coarse_memo.get(key)
+    if hit is not None:
+        return hit[1]
     rows = rows_for(costs, role, 1.0, quantiles, _COARSE_POINTS, instances=instances)
     ok = _violation(rows, ttft, tpot) <= 1.0
-    if not ok[0]:
-        return None
-    return rows, _last_meeting(ok)
+    result = (rows, _last_meeting(ok)) if ok[0] else None
+    if len(_coarse_memo) >= _COARSE_MEMO_ENTRIES:
+        _coarse_memo.clear()
+    _coarse_memo[key] = (costs, result)
+    return result
+
+
+# Coarse grids remembered (each a few kB); cleared when full.
+_COARSE_MEMO_ENTRIES = 256
+_coarse_memo: dict[tuple, tuple[PhaseCosts, "tuple[Rows, int] | None"]] = {}
 
 
 def _fine_axis(rows: Rows, role: Role, last: int) -> np.ndarray | None:
@@ -268,10 +283,13 @@ class CapacityBound(BaseModel):
     unloaded_tpot_ms: float = Field(ge=0, description="as InstancePerf's (0 when the layout does not fit)")
 
 
-# Colocated bounds, cheapest and loosest first (the other roles have one bound): TPOT floors and
-# stability (the TTFT at the lowest load only); TPOT floors with the TTFT; the coarse load grid itself.
+# Bounds, cheapest and loosest first. Colocated: TPOT floors and stability (the TTFT at the lowest
+# load only); TPOT floors with the TTFT; the coarse load grid itself. Prefill: the full-step
+# ceiling ("tpot" and "floors" alike), then the coarse load grid. Decode: one bound (every tier).
 BoundTier = Literal["tpot", "floors", "grid"]
 BOUND_TIERS: tuple[BoundTier, ...] = ("tpot", "floors", "grid")
+ROLE_BOUND_TIERS: dict[str, tuple[BoundTier, ...]] = {
+    "colocated": BOUND_TIERS, "prefill": ("tpot", "grid"), "decode": ("tpot",)}
 
 
 def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
@@ -286,7 +304,9 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
 
     - prefill: the rate at which the prefill servers run full steps all the time, the top of the
       load grid (every rate evaluated lies below it); 0.0 where a prompt's service alone (prefill,
-      KV transfer, request overhead) already misses a TTFT target;
+      KV transfer, request overhead) already misses a TTFT target; with ``tier="grid"`` the coarse
+      load grid as ``instance_capacity`` computes it, then the top of its refinement (the
+      capacity is one of the refinement's rates);
     - decode: the rate n / ((E[O] - 1) tau(n)) over batches up to the memory limit whose mean step
       tau(n) is within every TPOT target at the median or above (such a TPOT quantile is
       tau + z sd with z >= 0, never below the mean step); on each interval of a fine grid, the top
@@ -322,19 +342,31 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
                                    costs.input_weights, quantiles)
         if _misses_alone(alone, quantiles, ttft_t):
             return bound(0.0)
-        return bound(prefill_rate_ceiling_rps(costs))
+        if tier != "grid":
+            return bound(prefill_rate_ceiling_rps(costs))
+        return bound(_grid_rate_bound_rps(costs, role, quantiles, ttft_t, tpot_t))
     if role == "decode":
         # TPOT targets at the median or above: tpot_q = max(tau + z sd, d(1)) with z >= 0 (load_rows.decode_rows).
         return bound(decode_rate_bound_rps(costs, min((t for q, t in tpot_t.items() if q >= 0.5), default=None)))
     quantiles = _quantiles(ttft_t, tpot_t)
     if tier != "grid":
         return bound(_colocated_rate_ceiling_rps(costs, quantiles, ttft_t, tpot_t, every_ttft_row=tier == "floors"))
-    coarse = _coarse_rows(costs, role, quantiles, ttft_t, tpot_t)
+    return bound(_grid_rate_bound_rps(costs, role, quantiles, ttft_t, tpot_t))
+
+
+def _grid_rate_bound_rps(costs: PhaseCosts, role: Role, quantiles, ttft, tpot) -> float:
+    """The ``"grid"`` bound (before headroom): ``_best_row``'s coarse load grid, then the largest
+    rate of its refinement's points (the capacity is one of them); 0.0 where even the first row
+    misses. The grid is the one the full evaluation starts from (``_coarse_rows`` remembers it)."""
+    coarse = _coarse_rows(costs, role, quantiles, ttft, tpot)
     if coarse is None:
-        return bound(0.0)
+        return 0.0
     rows, last = coarse
     fine = _fine_axis(rows, role, last)
-    return bound(float(rows.rate_rps[last]) if fine is None else float(colocated_rates_rps(costs, fine).max()))
+    if fine is None:
+        return float(rows.rate_rps[last])
+    # A prefill row's rate is its load-axis value; a colocated row's follows from its batch.
+    return float(fine.max()) if role == "prefill" else float(colocated_rates_rps(costs, fine).max())
 
 
 def _colocated_rate_ceiling_rps(costs: PhaseCosts, quantiles, ttft, tpot, every_ttft_row: bool = True) -> float:
