@@ -8,7 +8,12 @@ the log ratios of TTFT and TPOT) on all rows but one held-out model and report t
 then fit on every row of the engine and write the result, with provenance and standard errors,
 into ``layoutopt/perf_model/data/engine_profiles.yaml``, the one home of the calibration constants.
 
-    python benchmarks/fit_calibration.py [CSV] [--engine trtllm] [--dry-run]
+    python benchmarks/fit_calibration.py [CSV] [--engine trtllm] [--generation blackwell] [--parameters a,b]
+                                         [--start a=1,b=2] [--dry-run [--exclude-model DeepSeek]]
+
+``--start`` begins the (local) robust fit from other values than the profile's own;
+``--exclude-model TEXT --dry-run`` fits without the rows of models whose id contains TEXT and prints
+the constants the remaining rows ask for (a what-if; written profiles are always fitted on every row).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from accuracy import measurements_dir  # noqa: E402
 
 from layoutopt.perf_model.fit import (  # noqa: E402
     DEFAULT_PARAMETERS,
+    FIT_PARAMETERS,
     error_summary,
     fit_cases,
     fit_profile,
@@ -131,8 +137,16 @@ def main() -> None:
     parser.add_argument("--parameters", help="comma-separated constants to fit (default: DEFAULT_PARAMETERS, plus "
                         "the MoE ones where MoE rows exist)")
     parser.add_argument("--generation", help="only rows of this GPU generation")
+    parser.add_argument("--start", help="comma-separated key=value starting values (default: the profile's own); "
+                        "a robust fit is local, so a start away from a compromise it settled in can find another")
+    parser.add_argument("--exclude-model", action="append", default=[], metavar="TEXT",
+                        help="leave out rows whose model id contains TEXT (with --dry-run only: a what-if that "
+                        "shows which constants the other models' rows ask for; the built-in profiles are fitted "
+                        "on every row)")
     parser.add_argument("--dry-run", action="store_true", help="report only; do not write the profiles")
     args = parser.parse_args()
+    if args.exclude_model and not args.dry_run:
+        parser.error("--exclude-model needs --dry-run (the written profiles are fitted on every row)")
     paths = [Path(p) for p in args.csv] or [measurements_dir() / "h100_sxm.csv", measurements_dir() / "b200_sxm.csv"]
     for path in paths:
         if not path.is_file():
@@ -149,11 +163,30 @@ def main() -> None:
                          get_engine_profile(engine, generation))
 
 
+def _start_values(text: str | None) -> dict[str, float]:
+    """``--start`` as {key: value}; a malformed entry or a value that is not a number stops with its name."""
+    out: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise SystemExit(f"--start: {item.strip()!r} is not key=number") from None
+        if not sep:
+            raise SystemExit(f"--start: {item.strip()!r} is not key=number")
+        if key.strip() not in FIT_PARAMETERS:
+            raise SystemExit(f"--start: {key.strip()!r} is not a fitted constant; one of {', '.join(FIT_PARAMETERS)}")
+    return out
+
+
 def _fit_one(path, generation, engine, every, args, today, base) -> None:
     from layoutopt.model_catalog.catalog import get_model
+    from layoutopt.perf_model.fit import trial_profile
 
     block = engine if generation == "hopper" else f"{engine}@{generation}"
-    mine = fit_cases(every)
+    mine = fit_cases([c for c in every if not any(text in c.model_id for text in args.exclude_model)])
     if not mine:
         return
     params = DEFAULT_PARAMETERS
@@ -165,16 +198,18 @@ def _fit_one(path, generation, engine, every, args, today, base) -> None:
         params = params + ("eager_layer_launch_us",)
     if args.parameters:
         params = tuple(p.strip() for p in args.parameters.split(",") if p.strip())
+    start = _start_values(args.start)
+    profile_start = trial_profile(base, start) if start else base
     print(f"== {block}: {len(every)} rows, {len(mine)} fitted (each measurement once, none with guessed worker "
           f"counts); before: {_scores(mine, base)}", flush=True)
     held, held_scores = (_held_out_model(mine) if args.held_out else None), ""
     if held:
         train = [c for c in mine if c.model_id != held]
         test = [c for c in mine if c.model_id == held]
-        trained = fit_profile(train, base, params, loss=args.loss, max_nfev=args.max_nfev)
+        trained = fit_profile(train, profile_start, params, loss=args.loss, max_nfev=args.max_nfev)
         held_scores = _scores(test, trained.profile)
         print(f"   held out {held} ({len(test)} rows): held-out {held_scores}", flush=True)
-    result = fit_profile(mine, base, params, loss=args.loss, max_nfev=args.max_nfev)
+    result = fit_profile(mine, profile_start, params, loss=args.loss, max_nfev=args.max_nfev)
     print(f"   fitted rows: cost {result.cost:.3f} after {result.num_evaluations} evaluations "
           f"({result.message}); {_scores(mine, result.profile)}")
     print("   fitted: " + ", ".join(f"{k}={v:.4g} +- {result.standard_errors[k]:.2g}"
@@ -186,6 +221,7 @@ def _fit_one(path, generation, engine, every, args, today, base) -> None:
                   f"benchmarks/fit_calibration.py: scipy least_squares, {args.loss} loss on the log ratios of "
                   "TTFT and TPOT over all rows of the engine on this GPU generation (one constant set per engine "
                   "and generation; no per-model terms)"
+                  + (f", started from {', '.join(f'{k} {v:g}' for k, v in start.items())}" if start else "")
                   + (f"; held-out model {held}: {held_scores}" if held else "") + ". Fitted (+- one "
                   "standard error): " + ", ".join(f"{k} {v:.4g} +- {result.standard_errors[k]:.2g}"
                                                   for k, v in sorted(result.values.items())) + ".")

@@ -223,3 +223,21 @@ def test_accuracy_ttft_remainder_subtracts_the_gpu_prefill_at_the_lowest_concurr
     assert entry["overhead_ms"] == get_engine_profile("trtllm").request_overhead_ms
     assert table["H100-SXM/trtllm/Qwen3-32B"]["remainder_ms"] == [pytest.approx(230.0 - 10.24)]
     assert "TTFT remainder" in render_remainders(table)
+
+
+def test_fit_calibration_start_values_name_what_is_wrong():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from fit_calibration import _start_values
+
+    assert _start_values(None) == {}
+    assert _start_values("request_overhead_ms=30, gemm_efficiency=0.6") == {
+        "request_overhead_ms": 30.0, "gemm_efficiency": 0.6}
+    with pytest.raises(SystemExit, match="'gemm_efficiency' is not key=number"):
+        _start_values("gemm_efficiency")
+    with pytest.raises(SystemExit, match="'gemm_efficiency=fast' is not key=number"):
+        _start_values("gemm_efficiency=fast")
+    with pytest.raises(SystemExit, match="'max_num_batched_tokens' is not a fitted constant"):
+        _start_values("max_num_batched_tokens=4096")
