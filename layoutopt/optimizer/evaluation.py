@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model.capacity import (
-    ROLE_BOUND_TIERS, BoundTier, CapacityBound, InstancePerf, capacity_upper_bound, instance_capacity, pool_capacities_rps,
+    ROLE_BOUND_TIERS, BoundTier, CapacityBound, InstancePerf, capacity_upper_bound, capacity_upper_bounds,
+    instance_capacity, pool_capacities_rps,
 )
 from layoutopt.perf_model.links import Link
 from layoutopt.plan import Layout, Role
@@ -192,7 +193,9 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
     Colocated and prefill bounds come in tiers (``perf_model.capacity.ROLE_BOUND_TIERS``): the
     cheapest for every proposal, each tighter one only where the looser ones prove nothing
     (decode has one bound)."""
-    bounds = [_bound(shared, job, ROLE_BOUND_TIERS[job[2]][0]) for job in jobs]
+    # Every role's cheapest tier is "tpot" (ROLE_BOUND_TIERS): one call bounds the whole group.
+    bounds = capacity_upper_bounds(shared.model, jobs, shared.workload, shared.slo, engine=shared.engine,
+                                   headroom=shared.headroom, tier="tpot", allow_cross_domain=True)
     order = sorted(range(len(jobs)), key=lambda i: (shapes[i].gpus_per_instance, -bounds[i].capacity_rps,
                                                     shapes[i].name))
     results: list[InstancePerf | Dominated | None] = [None] * len(jobs)

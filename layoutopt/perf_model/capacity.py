@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -32,6 +32,7 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.plan import Percentiles
 from layoutopt.perf_model.calibration import EngineLike
+from layoutopt.perf_model.colocated_bounds import batch_key, colocated_tpot_ceilings_rps
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
@@ -45,7 +46,7 @@ from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
 
-__all__ = ["InstancePerf", "CapacityBound", "capacity_upper_bound", "instance_capacity", "pd_ratio", "pool_capacities_rps"]
+__all__ = ["InstancePerf", "CapacityBound", "capacity_upper_bound", "capacity_upper_bounds", "instance_capacity", "pd_ratio", "pool_capacities_rps"]
 
 # Load levels of the first pass (geometric from idle to saturation) and of the refinement between
 # the last row meeting the SLO and the first missing it: capacity to about 1/(32 x 12) of the range.
@@ -319,6 +320,28 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
       lowest load only, against the service alone (no slot wait or prompt queue; the first miss
       comes later still, and a layout that misses TTFT at any load still gets 0.0).
     """
+    found = _upper_bound(model, gpu, layout, role, workload, slo, engine, headroom, kv_link, tier,
+                         allow_cross_domain, defer=False)
+    assert isinstance(found, CapacityBound)
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class _Deferred:
+    """A colocated ``"tpot"`` bound left for a batch (``capacity_upper_bounds``)."""
+
+    costs: PhaseCosts
+    quantiles: tuple[float, ...]
+    ttft: dict[float, float]
+    tpot: dict[float, float]
+    bound: "Callable[[float], CapacityBound]"
+
+
+def _upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload, slo: SLO,
+                 engine: EngineLike, headroom: float, kv_link: Link | None, tier: BoundTier,
+                 allow_cross_domain: bool, defer: bool) -> "CapacityBound | _Deferred":
+    """``capacity_upper_bound``; with ``defer`` a colocated ``"tpot"`` bound comes back as the
+    ``_Deferred`` inputs of its last step."""
     try:
         costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link,
                             allow_cross_domain=allow_cross_domain)
@@ -349,9 +372,40 @@ def capacity_upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: R
         # TPOT targets at the median or above: tpot_q = max(tau + z sd, d(1)) with z >= 0 (load_rows.decode_rows).
         return bound(decode_rate_bound_rps(costs, min((t for q, t in tpot_t.items() if q >= 0.5), default=None)))
     quantiles = _quantiles(ttft_t, tpot_t)
+    if defer and tier == "tpot":
+        return _Deferred(costs, quantiles, ttft_t, tpot_t, bound)
     if tier != "grid":
         return bound(_colocated_rate_ceiling_rps(costs, quantiles, ttft_t, tpot_t, every_ttft_row=tier == "floors"))
     return bound(_grid_rate_bound_rps(costs, role, quantiles, ttft_t, tpot_t))
+
+
+# Colocated tables whose "tpot" bounds one batch computes (more makes the arrays slower to walk).
+BOUND_BATCH_TABLES = 32
+
+
+def capacity_upper_bounds(model: ModelSpec, jobs: Sequence[tuple[GpuSpec, Layout, Role, Link | None]],
+                          workload: Workload, slo: SLO, engine: EngineLike = "vllm", headroom: float = 0.7,
+                          tier: BoundTier = "grid", allow_cross_domain: bool = False) -> list[CapacityBound]:
+    """``[capacity_upper_bound(model, gpu, layout, role, ..., kv_link=link) for gpu, layout, role,
+    link in jobs]``, the same numbers: colocated ``"tpot"`` bounds of tables that can share a batch
+    (``colocated_bounds.batch_key``) are computed together, in batches of ``BOUND_BATCH_TABLES``
+    (``colocated_bounds.colocated_tpot_ceilings_rps``), a fraction of their cost one at a time."""
+    found = [_upper_bound(model, gpu, layout, role, workload, slo, engine, headroom, link, tier,
+                          allow_cross_domain, defer=True) for gpu, layout, role, link in jobs]
+    batches: dict[tuple, list[int]] = {}
+    for i, item in enumerate(found):
+        if isinstance(item, _Deferred):
+            key = (batch_key(item.costs), item.quantiles, tuple(item.ttft.items()), tuple(item.tpot.items()))
+            batches.setdefault(key, []).append(i)
+    for members in batches.values():
+        for start in range(0, len(members), BOUND_BATCH_TABLES):
+            part = members[start:start + BOUND_BATCH_TABLES]
+            first = found[part[0]]
+            rates = colocated_tpot_ceilings_rps([found[i].costs for i in part], first.quantiles, first.ttft,
+                                                first.tpot, _COARSE_POINTS, _FINE_POINTS)
+            for i, rate in zip(part, rates):
+                found[i] = found[i].bound(rate)
+    return found  # type: ignore[return-value]
 
 
 def _grid_rate_bound_rps(costs: PhaseCosts, role: Role, quantiles, ttft, tpot) -> float:

@@ -1,0 +1,81 @@
+"""The batched colocated "tpot" bound gives exactly the numbers of the one-table path: the search
+bounds thousands of colocated proposals with it (``capacity.capacity_upper_bounds``) and prunes on
+them, so any drift would change which proposals are evaluated."""
+
+from __future__ import annotations
+
+import pytest
+
+from layoutopt.hardware_catalog.catalog import get_gpu
+from layoutopt.model_catalog.catalog import get_model
+from layoutopt.perf_model import capacity
+from layoutopt.perf_model.colocated_bounds import batch_key, colocated_tpot_ceilings_rps
+from layoutopt.perf_model.costs import phase_costs
+from layoutopt.perf_model.links import inter_node_link
+from layoutopt.plan import Layout
+from layoutopt.workloads.presets import preset_workload
+from layoutopt.workloads.slo import SLO
+
+# Layouts of one model and GPU with and without attention DP (the batch key's rank count), small
+# and large batch limits, several precisions.
+LAYOUTS = {
+    ("deepseek-v3", "B200"): [
+        Layout(tp_size=8, weight_precision="fp8"),
+        Layout(tp_size=8, weight_precision="fp4", kv_precision="fp8"),
+        Layout(tp_size=4, pp_size=2, weight_precision="fp8"),
+        Layout(tp_size=1, dp_size=8, ep_size=8, weight_precision="fp8"),
+        Layout(tp_size=1, dp_size=8, ep_size=8, weight_precision="fp4", kv_precision="fp8"),
+        Layout(tp_size=2, dp_size=4, ep_size=8, weight_precision="fp8"),
+        Layout(tp_size=1, dp_size=16, ep_size=16, weight_precision="fp8"),
+    ],
+    ("qwen3-30b-a3b", "H100"): [
+        Layout(tp_size=1), Layout(tp_size=2), Layout(tp_size=1, weight_precision="fp8"),
+        Layout(tp_size=1, dp_size=2, ep_size=2), Layout(tp_size=1, dp_size=4, ep_size=4, weight_precision="fp8"),
+        Layout(tp_size=2, pp_size=2),
+    ],
+}
+SLOS = [SLO(ttft_ms={"p90": 1000.0}, tpot_ms={"p90": 30.0}),
+        SLO(ttft_ms={"p90": 300.0, "p99": 2000.0}, tpot_ms={"p50": 15.0, "p99": 80.0}),
+        SLO(ttft_ms={"p90": 5000.0}, tpot_ms={"p90": 200.0})]
+
+
+@pytest.mark.parametrize("preset", ["chat", "rag", "code"])
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_batched_tpot_bound_equals_the_one_table_bound(preset, engine):
+    workload = preset_workload(preset)
+    for (model_name, gpu_name), layouts in LAYOUTS.items():
+        model, gpu = get_model(model_name), get_gpu(gpu_name)
+        tables = []
+        for layout in layouts:
+            try:
+                tables.append(phase_costs(model, gpu, layout, "colocated", workload, engine))
+            except Exception:  # a layout that does not fit
+                continue
+        batches: dict[tuple, list] = {}
+        for table in tables:
+            batches.setdefault(batch_key(table), []).append(table)
+        assert len(batches) >= 2  # with and without DP: more than one batch
+        for slo in SLOS:
+            ttft, tpot = capacity._targets(slo, "colocated")
+            quantiles = capacity._quantiles(ttft, tpot)
+            for members in batches.values():
+                batched = colocated_tpot_ceilings_rps(members, quantiles, ttft, tpot, capacity._COARSE_POINTS,
+                                                      capacity._FINE_POINTS)
+                alone = [capacity._colocated_rate_ceiling_rps(t, quantiles, ttft, tpot, every_ttft_row=False)
+                         for t in members]
+                assert batched == alone
+                assert any(rate > 0 for rate in alone) or slo is SLOS[1]
+
+
+def test_capacity_upper_bounds_equal_one_call_each():
+    """Mixed roles, layouts that do not fit and several batches: each bound as its own call gives."""
+    model, gpu = get_model("deepseek-v3"), get_gpu("B200")
+    workload, slo = preset_workload("chat"), SLOS[0]
+    layouts = LAYOUTS[("deepseek-v3", "B200")] + [Layout(tp_size=1)]  # tp1 does not fit
+    jobs = [(gpu, layout, role, inter_node_link(gpu) if role == "prefill" else None)
+            for layout in layouts for role in ("colocated", "prefill", "decode")]
+    together = capacity.capacity_upper_bounds(model, jobs, workload, slo, tier="tpot", allow_cross_domain=True)
+    one_by_one = [capacity.capacity_upper_bound(model, g, layout, role, workload, slo, kv_link=link, tier="tpot",
+                                                allow_cross_domain=True) for g, layout, role, link in jobs]
+    assert together == one_by_one
+    assert any(b.capacity_rps > 0 for b in together) and any(b.capacity_rps == 0 for b in together)
