@@ -29,6 +29,11 @@ from layoutopt.io_safe import load_package_yaml
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 
 
+# Largest Hopper-equivalent memory_efficiency a profile may carry: 0.98 (the model's cap on the product)
+# over the smallest hbm_scale of a generation with fitted profiles (Blackwell 0.814), rounded up.
+MAX_MEMORY_EFFICIENCY = 1.2
+
+
 class EngineProfile(BaseModel):
     """Calibration constants of one serving engine (see ``data/engine_profiles.yaml``)."""
 
@@ -42,7 +47,10 @@ class EngineProfile(BaseModel):
         ge=0, description="GEMM rows at which efficiency is half the large-GEMM value (tile waste)"
     )
     attention_efficiency: float = Field(gt=0, le=1, description="prefill flash-attention FLOPs efficiency")
-    memory_efficiency: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth, streaming reads")
+    memory_efficiency: float = Field(gt=0, le=MAX_MEMORY_EFFICIENCY, description="achieved / peak HBM bandwidth, "
+                                     "streaming reads, Hopper-equivalent: the model uses it x the generation's "
+                                     "hbm_scale (capped at 0.98), so it exceeds 1 on a generation whose kernels "
+                                     "reach less of their peak than Hopper's (Blackwell's scale 0.814)")
     step_overhead_ms: float = Field(ge=0, description="per forward step: scheduler, sampling, launch")
     layer_overhead_us: float = Field(ge=0, description="per layer per step, not hidden by CUDA graphs")
     eager_layer_launch_us: float = Field(default=0.0, ge=0, description="host time to launch one layer's kernels "

@@ -8,13 +8,16 @@ come from published microbenchmarks (see the data file), not from fits to servin
 A GEMM of M rows reaches ``asymptote x M / (M + half_rows)`` of its precision's peak (the
 saturation curve the performance model applies, compute.py ``_gemm_time_s``). The data file also
 keeps the measured series some scales are derived from (:func:`gemm_series`), and
-:func:`gemm_saturation` fits that curve to one, so a test can check the derivation.
+:func:`gemm_saturation` fits that curve to one, so a test can check the derivation; likewise the
+memory-bound kernel figures (decode attention, small-M weight GEMMs) ``hbm_scale`` comes from where
+they exist (:func:`memory_kernels`, :func:`kernel_hbm_scale`).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -89,6 +92,24 @@ class GemmSeries(_Frozen):
     source: str
 
 
+class MemoryKernel(_Frozen):
+    """Achieved HBM bandwidth of one published memory-bound serving kernel (decode attention, a small-M
+    weight GEMM) on one GPU: the figures a generation's ``hbm_scale`` is derived from."""
+
+    name: str
+    generation: str
+    role: Literal["reference", "corroborates"] = Field(description="reference: the figure hbm_scale is "
+                                                       "derived from; corroborates: a cross-check")
+    kernel: str
+    spec_tb_per_s: float = Field(gt=0, description="the GPU's catalog HBM bandwidth")
+    achieved_tb_per_s: float = Field(gt=0)
+    source: str
+
+    @property
+    def fraction(self) -> float:
+        return self.achieved_tb_per_s / self.spec_tb_per_s
+
+
 # A row whose time is within this factor of the series' smallest time sits on the flat launch and
 # pipeline-fill floor (time independent of M), not on the saturation curve: it is not fitted.
 LAUNCH_FLOOR_FACTOR = 1.3
@@ -114,11 +135,27 @@ class Scales(_Frozen):
 
 
 @lru_cache(maxsize=1)
-def _load() -> tuple[dict[str, GenerationSpec], float, tuple[GemmSeries, ...]]:
+def _load() -> tuple[dict[str, GenerationSpec], float, tuple[GemmSeries, ...], tuple[MemoryKernel, ...]]:
     raw = load_package_yaml(resources.files("layoutopt.perf_model").joinpath("data/generations.yaml").read_text())
     dequant = float(raw.pop("weight_only")["dequant_scale"])
     series = tuple(GemmSeries(**fields) for fields in raw.pop("gemm_series"))
-    return {name: GenerationSpec(name=name, **fields) for name, fields in raw.items()}, dequant, series
+    kernels = tuple(MemoryKernel(**fields) for fields in raw.pop("memory_kernels"))
+    return {name: GenerationSpec(name=name, **fields) for name, fields in raw.items()}, dequant, series, kernels
+
+
+def memory_kernels() -> dict[str, MemoryKernel]:
+    """The published memory-bound kernel figures of the data file, by name."""
+    return {k.name: k for k in _load()[3]}
+
+
+def kernel_hbm_scale(generation: str) -> float | None:
+    """``hbm_scale`` as the data file derives it from memory-bound kernels: the generation's reference
+    kernel's fraction of its spec over Hopper's reference kernel's (None: no kernel figure, STREAM's
+    ratio stands)."""
+    refs = {k.generation: k for k in _load()[3] if k.role == "reference"}
+    if generation not in refs:
+        return None
+    return refs[generation].fraction / refs[REFERENCE_GENERATION].fraction
 
 
 def gemm_series() -> dict[str, GemmSeries]:
