@@ -79,3 +79,30 @@ def test_capacity_upper_bounds_equal_one_call_each():
                                                 allow_cross_domain=True) for g, layout, role, link in jobs]
     assert together == one_by_one
     assert any(b.capacity_rps > 0 for b in together) and any(b.capacity_rps == 0 for b in together)
+
+
+def test_pool_sizes_share_one_core_and_get_what_a_fresh_one_gives():
+    """A pool's capacity search asks colocated_rows for the same batches at every pool size; the
+    remembered core (load_colocated._shared_core) gives every row exactly as a fresh one does."""
+    import dataclasses
+
+    import numpy as np
+
+    from layoutopt.perf_model import load_colocated
+    from layoutopt.perf_model.load_rows import batch_grid
+
+    model, gpu = get_model("qwen3-30b-a3b"), get_gpu("H100")
+    costs = phase_costs(model, gpu, Layout(tp_size=1, dp_size=2, ep_size=2), "colocated", preset_workload("chat"))
+    grid = batch_grid(costs, 32)
+    quantiles = (0.5, 0.9, 0.99)
+    load_colocated._core_memo.clear()
+    warm = [load_colocated.colocated_rows(costs, grid, 1.0, quantiles, instances=n) for n in (1, 4, 16)]
+    assert len(load_colocated._core_memo) == 1
+    for n, rows in zip((1, 4, 16), warm):
+        load_colocated._core_memo.clear()
+        fresh = load_colocated.colocated_rows(costs, grid, 1.0, quantiles, instances=n)
+        for field in dataclasses.fields(rows):
+            a, b = getattr(rows, field.name), getattr(fresh, field.name)
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+    # The pool sizes differ where they should (the slot wait), so the check above compares something.
+    assert not np.array_equal(warm[0].ttft_q_s, warm[2].ttft_q_s)

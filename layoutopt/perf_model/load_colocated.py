@@ -49,7 +49,7 @@ def colocated_rows(costs: PhaseCosts, batch: np.ndarray | None = None, arrival_s
     """
     quantiles = _with_defaults(quantiles)
     n = batch_grid(costs) if batch is None else np.asarray(batch, dtype=float)
-    core = _Core(costs, n, population)
+    core = _shared_core(costs, n, population)
     steps, weights = core.steps, costs.input_weights
     tau, rate = core.tau, core.rate
     prompts_per_step, busy, delay = core.prompts_per_step, core.busy, core.delay
@@ -98,6 +98,26 @@ def service_quantiles(service_s: np.ndarray, weights: np.ndarray, quantiles: tup
     cum = np.cumsum(weights[order] / weights.sum())
     first = np.minimum(np.searchsorted(cum, np.asarray(quantiles) + 1e-12, side="right"), len(cum) - 1)
     return service_s[order][first]
+
+
+# _Core objects remembered (by table identity and batches; each keeps its table alive).
+_CORE_MEMO_ENTRIES = 64
+_core_memo: dict[tuple, tuple[PhaseCosts, "_Core"]] = {}
+
+
+def _shared_core(costs: PhaseCosts, n: np.ndarray, population: float | None) -> "_Core":
+    """``_Core(costs, n, population)``, remembered for the last ``_CORE_MEMO_ENTRIES`` of them: a
+    pool's capacity search (``capacity.pool_capacities_rps``) asks for the same batches at every
+    pool size, and only the slot wait depends on the size. The core is read, never written."""
+    key = (id(costs), n.tobytes(), population)
+    hit = _core_memo.get(key)
+    if hit is not None:
+        return hit[1]
+    core = _Core(costs, n, population)
+    if len(_core_memo) >= _CORE_MEMO_ENTRIES:
+        _core_memo.clear()
+    _core_memo[key] = (costs, core)
+    return core
 
 
 class _Core:
@@ -152,6 +172,13 @@ class _Core:
         return (d + rest_of_step)[:, None] * busy[:, None] + self.extra[rows] + self.costs.request_overhead_s
 
     def tpot_quantiles(self, quantiles: tuple[float, ...], floor: bool) -> np.ndarray:
+        """TPOT quantiles (rows, quantiles), or floors of them (``floor``); computed once per core."""
+        cache = self.__dict__.setdefault("_tpot", {})
+        if (quantiles, floor) not in cache:
+            cache[(quantiles, floor)] = self._tpot_quantiles(quantiles, floor)
+        return cache[(quantiles, floor)]
+
+    def _tpot_quantiles(self, quantiles: tuple[float, ...], floor: bool) -> np.ndarray:
         costs, busy = self.costs, self.busy
         own_step = (self.d + self.mean_extra + self.delay) * busy + self.extra.min(axis=1) * (1.0 - busy)
         return np.maximum(_colocated_tpot_quantiles(costs, self.rate, self.tau, self.mean_extra,
