@@ -11,7 +11,8 @@ model, and diagnosis re-runs do not pay twice.
 proposals that differ in nothing the solver reads but GPUs and capacity (same role, GPU type and
 engine pairing partners), a proposal is skipped when a smaller one already evaluated serves more,
 k times over, than the proposal's upper bound (``perf_model.capacity.capacity_upper_bound``, a
-fraction of a full evaluation's cost): the full evaluation could only find it dominated. The
+fraction of a full evaluation's cost; one ``capacity_upper_bounds`` call bounds a whole group, the
+colocated tables in batches): the full evaluation could only find it dominated. The
 decision depends on bounds and capacities alone, so the table is the same on any machine and
 whatever is cached. A skipped proposal is counted as dominated even where a full evaluation would
 also have found it missing the SLO at every load (a bound that ignores the TTFT cannot tell).
