@@ -21,21 +21,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from layoutopt import api
-from layoutopt.optimizer import rule_rounds
-from layoutopt.optimizer import solve as solve_module
-from layoutopt.topology import load_cluster
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from test_placement_node_rule import cluster_with_free  # noqa: E402
+
+from layoutopt import api  # noqa: E402
+from layoutopt.optimizer import rule_rounds  # noqa: E402
+from layoutopt.optimizer import solve as solve_module  # noqa: E402
 
 TOLERANCE = 0.02  # the solver's default tolerance: plans within it are ties
-
-
-def fragmented(folder: Path, free: list[int]):
-    in_use = "".join(f"    n{i}: [{', '.join(str(g) for g in range(8 - f))}]\n" for i, f in enumerate(free) if f < 8)
-    path = folder / f"free-{'-'.join(map(str, free))}.yaml"
-    path.write_text("name: fragmented\nracks:\n  - name: r0\n    nodes:\n"
-                    f"      - {{type: hgx-h100-8, count: {len(free)}, names: [{', '.join(f'n{i}' for i in range(len(free)))}]}}\n"
-                    + (f"unavailable:\n  gpus_in_use:\n{in_use}" if in_use else ""))
-    return load_cluster(path)
 
 
 def solve(model: str, cluster, objective: str, keep: bool):
@@ -78,7 +72,7 @@ def main() -> int:
         if free in seen:
             continue
         seen.add(free)
-        cluster = fragmented(folder, list(free))
+        cluster = cluster_with_free(folder, list(free))
         for objective in ("max-goodput", "goodput-per-dollar"):
             capped = solve(args.model, cluster, objective, True)
             if not any("node-split rule" in n for n in capped.explanation.notes) and capped.pools:

@@ -26,6 +26,7 @@ from layoutopt.perf_model.load_colocated import (
     _sharing_penalty,
     lockstep_share,
     service_quantiles,
+    tau_from_extras,
 )
 from layoutopt.perf_model.load_rows import _decode_steps, _with_defaults, batch_grid, seen_batch
 
@@ -128,13 +129,7 @@ def _stacked_tau(tables: Sequence[PhaseCosts], parts: np.ndarray, steps: float):
     if first.prompt_floor_s is not None:
         floor = np.concatenate([t.prompt_floor_at(p) for t, p in zip(tables, parts)])
     share = _stacked_lockstep_share(per_step, ranks, width)[:, None] if ranks > 1 else None
-    effective = extra if share is None else extra * share
-    if floor is not None:
-        mu = np.maximum(per_step, 1e-12)
-        once = (-np.expm1(-mu) / mu)[:, None]
-        effective = effective - (floor if share is None else floor * share) + floor * once
-    tau = d + n * (effective * first.input_weights).sum(axis=1) / steps
-    return tau, n / (steps * tau), d, extra, effective
+    return tau_from_extras(d, n, steps, per_step, extra, share, floor, first.input_weights)
 
 
 def _stacked_lockstep_share(prompts_per_step: np.ndarray, ranks: int, width: int) -> np.ndarray:

@@ -284,12 +284,20 @@ def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: f
     extra = extra + _sharing_penalty(costs, n, extra, per_step / ranks if ranks > 1 else per_step)[:, None]
     floor = costs.prompt_floor_at(n)
     share = lockstep_share(per_step, ranks)[:, None] if ranks > 1 else None
+    return tau_from_extras(d, n, steps, per_step, extra, share, floor, costs.input_weights)
+
+
+def tau_from_extras(d: np.ndarray, n: np.ndarray, steps: float, per_step: np.ndarray, extra: np.ndarray,
+                    share: np.ndarray | None, floor: np.ndarray | None, input_weights: np.ndarray):
+    """``_colocated_tau``'s last part, shared with ``colocated_bounds`` (which stacks many tables'
+    rows): the step time each prompt adds on average (its work times the lockstep share, the
+    launch floor once per step) and the mean step tau at decode batches ``n``."""
     effective = extra if share is None else extra * share
     if floor is not None:
         mu = np.maximum(per_step, 1e-12)
         once = (-np.expm1(-mu) / mu)[:, None]
         effective = effective - (floor if share is None else floor * share) + floor * once
-    tau = d + n * (effective * costs.input_weights).sum(axis=1) / steps
+    tau = d + n * (effective * input_weights).sum(axis=1) / steps
     return tau, n / (steps * tau), d, extra, effective
 
 
