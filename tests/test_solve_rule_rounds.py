@@ -45,7 +45,7 @@ def test_the_replanned_status_and_notes_say_what_was_proven(replanned):
     assert replanned.status == "feasible" and replanned.solver.status == "feasible"
     assert "layouts placement refused on the node-split rule capped (prefill-H100-SXM-tp1-pp4-fp8 <= 1 in parts " \
            "of >= 2 GPUs)" in replanned.solver.proof
-    note = next(n for n in replanned.explanation.notes if "node-split rule" in n)
+    note = next(n for n in replanned.explanation.notes if n.startswith("status ") and "node-split rule" in n)
     assert note.startswith("status feasible: the plan is optimal over the candidate table with 1 layout capped after "
                            "placement found no split the engine's node-split rule accepts")
     assert "prefill-H100-SXM-tp1-pp4-fp8" in note and RULE_SOURCE.search(note), note
@@ -110,6 +110,12 @@ def test_capping_beats_dropping_on_the_scattered_example(monkeypatch):
     assert all((p.role, p.layout.short_name()) != ("prefill", "tp1-pp4-fp8") for p in dropped.pools)
     assert capped.totals.goodput_rps > 1.5 * dropped.totals.goodput_rps
     assert capped.totals.cost_usd_per_hour <= dropped.totals.cost_usd_per_hour * (1 + 1e-9)
-    note = next(n for n in capped.explanation.notes if "node-split rule" in n)
+    note = next(n for n in capped.explanation.notes if n.startswith("status ") and "node-split rule" in n)
     assert "prefill-H100-SXM-tp1-pp4-fp8 at most 1 (prefill H100-SXM tp1-pp4-fp8 x 2 refused" in note
     assert "prefill-H100-SXM-tp1-pp4-fp8 <= 1" in capped.solver.proof
+    # The re-solve proved its plan optimal over the capped table only: no note may say it is optimal,
+    # and the note stating the proof names that scope first.
+    stated = [n for n in capped.explanation.notes if n.startswith("solver (")]
+    assert len(stated) == 1 and stated[0].startswith("solver (feasible): over the candidate table with the layouts")
+    assert capped.solver.proof.startswith("over the candidate table with the layouts")
+    assert "not over the full table: " in capped.solver.proof

@@ -39,11 +39,17 @@ def _inputs(workload: Workload, slo: SLO, budget: Budget, headroom: float) -> di
             "budget": budget.text or budget.describe(), "headroom_fraction": headroom}
 
 
+def solver_note(status: str, proof: str) -> str:
+    """The explanation note that states the solver's proof (``rule_rounds`` rewrites it when the
+    proof covers a capped table only)."""
+    return f"solver ({status}): {proof}"
+
+
 def _notes(outcome: SolveOutcome, table: CandidateTable, used, objective: str, headroom: float,
            defaults_used: list[str]) -> list[str]:
     notes = [f"default {d}" for d in defaults_used]
     if outcome.proof:
-        notes.append(f"solver ({outcome.status}): {outcome.proof}")
+        notes.append(solver_note(outcome.status, outcome.proof))
     if table.min_rate_rps:
         notes.append(f"serves the target {table.min_rate_rps:g} req/s; capacity {goodput_rps(outcome):.2f} req/s")
     why_mode = mode_note(table, used)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from layoutopt.optimizer.assemble import used_candidates
 from layoutopt.optimizer.candidates import CandidateTable
+from layoutopt.optimizer.plan_builder import solver_note
 from layoutopt.optimizer.scaling import IntegerTable
 from layoutopt.optimizer.search import SearchResult
 from layoutopt.plan import Plan
@@ -196,11 +197,16 @@ def label_replanned(plan: Plan, first: Plan, caps: list[Cap]) -> Plan:
     limits = ", ".join(f"{c.candidate} <= {c.max_instances}" + (f" in parts of >= {c.group_gpus} GPUs"
                                                                  if c.group_gpus > 1 and not c.excluded else "")
                        for c in caps)
-    solver = plan.solver.model_copy(update={
-        **full_table, "status": "feasible" if plan.solver.status == "optimal" else plan.solver.status,
-        "proof": (plan.solver.proof + "; " if plan.solver.proof else "") + "over the candidate table with the "
-                 f"layouts placement refused on the node-split rule capped ({limits})"})
-    explanation = plan.explanation.model_copy(update={"notes": list(plan.explanation.notes) + [note]})
+    # The re-solve's own proof ("... proven within x% of the best any plan reaches") holds over the
+    # capped table only: the scope goes first, in solver.proof and in the note that states it.
+    scope = ("over the candidate table with the layouts placement refused on the node-split rule capped "
+             f"({limits}), not over the full table")
+    proof = f"{scope}: {plan.solver.proof}" if plan.solver.proof else scope
+    solver_status = "feasible" if plan.solver.status == "optimal" else plan.solver.status
+    solver = plan.solver.model_copy(update={**full_table, "status": solver_status, "proof": proof})
+    stated = solver_note(plan.solver.status, plan.solver.proof) if plan.solver.proof else None
+    notes = [solver_note(solver_status, proof) if n == stated else n for n in plan.explanation.notes]
+    explanation = plan.explanation.model_copy(update={"notes": notes + [note]})
     return plan.model_copy(update={"status": status, "solver": solver, "explanation": explanation})
 
 
