@@ -119,3 +119,36 @@ def test_capping_beats_dropping_on_the_scattered_example(monkeypatch):
     assert len(stated) == 1 and stated[0].startswith("solver (feasible): over the candidate table with the layouts")
     assert capped.solver.proof.startswith("over the candidate table with the layouts")
     assert "not over the full table: " in capped.solver.proof
+
+
+def _two_racks(folder, free_per_rack: list[int], oversubscription: float):
+    """Two racks of HGX H100 servers with ``free_per_rack[i]`` free GPUs on server i of each."""
+    racks, in_use = "", ""
+    for rack in ("a", "b"):
+        names = [f"{rack}{i}" for i in range(len(free_per_rack))]
+        racks += (f"  - name: {rack}\n    nodes:\n"
+                  f"      - {{type: hgx-h100-8, count: {len(names)}, names: [{', '.join(names)}]}}\n")
+        in_use += "".join(f"    {n}: [{', '.join(str(g) for g in range(8 - f))}]\n"
+                          for n, f in zip(names, free_per_rack) if f < 8)
+    path = folder / "two-racks.yaml"
+    path.write_text(f"name: two-racks\nnetwork:\n  oversubscription: {oversubscription}\nracks:\n{racks}"
+                    f"unavailable:\n  gpus_in_use:\n{in_use}")
+    return path
+
+
+def test_the_kv_second_stage_keeps_the_rule_caps(tmp_path):
+    """3 + 1 + 1 free H100s in each of two 8:1-oversubscribed racks: the first plan's two TP1 x PP4
+    prefill instances do not split legally (capped at one), and the capped plan's KV path crosses
+    racks, so solve re-solves once more with the cross-rack link (the second stage). That re-solve
+    must keep the caps: without them it picks the refused layout again and the answer is
+    infeasible."""
+    cluster = _two_racks(tmp_path, [3, 1, 1], 8.0)
+    plan = api.solve("llama-3.1-70b", cluster=cluster, isl=2000, osl=200, engine="sglang", objective="max-goodput")
+    notes = plan.explanation.notes
+    assert any(n.startswith("second stage: ") for n in notes)
+    assert plan.status == plan.solver.status == "feasible" and plan.placement
+    assert "prefill-H100-SXM-tp1-pp4-fp8 <= 1" in plan.solver.proof
+    assert sum(p.instances for p in plan.pools if p.layout.short_name() == "tp1-pp4-fp8") <= 1
+    gpus = [load_catalog().gpu(p.gpu) for p in plan.pools]
+    assert plan_rule_violations("sglang", plan, get_model("llama-3.1-70b"), gpus) == []
+    assert [n for n in notes if n.startswith("solver (")] == [f"solver (feasible): {plan.solver.proof}"]
