@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.optimizer.enumeration import build_candidate_table
-from layoutopt.perf_model.capacity import capacity_upper_bound, instance_capacity
+from layoutopt.perf_model.capacity import instance_capacity
+from layoutopt.perf_model.capacity_bounds import capacity_upper_bound
 from layoutopt.perf_model.links import inter_node_link
 from layoutopt.plan import Layout
 from layoutopt.workloads.presets import preset_workload

@@ -1,5 +1,5 @@
 """The batched colocated "tpot" bound gives exactly the numbers of the one-table path: the search
-bounds thousands of colocated proposals with it (``capacity.capacity_upper_bounds``) and prunes on
+bounds thousands of colocated proposals with it (``capacity_bounds.capacity_upper_bounds``) and prunes on
 them, so any drift would change which proposals are evaluated."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
-from layoutopt.perf_model import capacity
+from layoutopt.perf_model import capacity, capacity_bounds
 from layoutopt.perf_model.colocated_bounds import batch_key, colocated_tpot_ceilings_rps
 from layoutopt.perf_model.costs import phase_costs
 from layoutopt.perf_model.links import inter_node_link
@@ -61,7 +61,7 @@ def test_batched_tpot_bound_equals_the_one_table_bound(preset, engine):
             for members in batches.values():
                 batched = colocated_tpot_ceilings_rps(members, quantiles, ttft, tpot, capacity._COARSE_POINTS,
                                                       capacity._FINE_POINTS)
-                alone = [capacity._colocated_rate_ceiling_rps(t, quantiles, ttft, tpot, every_ttft_row=False)
+                alone = [capacity_bounds._colocated_rate_ceiling_rps(t, quantiles, ttft, tpot, every_ttft_row=False)
                          for t in members]
                 assert batched == alone
                 assert any(rate > 0 for rate in alone) or slo is SLOS[1]
@@ -74,8 +74,8 @@ def test_capacity_upper_bounds_equal_one_call_each():
     layouts = LAYOUTS[("deepseek-v3", "B200")] + [Layout(tp_size=1)]  # tp1 does not fit
     jobs = [(gpu, layout, role, inter_node_link(gpu) if role == "prefill" else None)
             for layout in layouts for role in ("colocated", "prefill", "decode")]
-    together = capacity.capacity_upper_bounds(model, jobs, workload, slo, tier="tpot", allow_cross_domain=True)
-    one_by_one = [capacity.capacity_upper_bound(model, g, layout, role, workload, slo, kv_link=link, tier="tpot",
+    together = capacity_bounds.capacity_upper_bounds(model, jobs, workload, slo, tier="tpot", allow_cross_domain=True)
+    one_by_one = [capacity_bounds.capacity_upper_bound(model, g, layout, role, workload, slo, kv_link=link, tier="tpot",
                                                 allow_cross_domain=True) for g, layout, role, link in jobs]
     assert together == one_by_one
     assert any(b.capacity_rps > 0 for b in together) and any(b.capacity_rps == 0 for b in together)

@@ -10,7 +10,7 @@ model, and diagnosis re-runs do not pay twice.
 :func:`pruned_capacities` evaluates only what dominance pruning could keep. Within a group of
 proposals that differ in nothing the solver reads but GPUs and capacity (same role, GPU type and
 engine pairing partners), a proposal is skipped when a smaller one already evaluated serves more,
-k times over, than the proposal's upper bound (``perf_model.capacity.capacity_upper_bound``, a
+k times over, than the proposal's upper bound (``perf_model.capacity_bounds.capacity_upper_bound``, a
 fraction of a full evaluation's cost; one ``capacity_upper_bounds`` call bounds a whole group, the
 colocated tables in batches): the full evaluation could only find it dominated. The
 decision depends on bounds and capacities alone, so the table is the same on any machine and
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.perf_model.capacity import (
-    ROLE_BOUND_TIERS, BoundTier, CapacityBound, InstancePerf, capacity_upper_bound, capacity_upper_bounds,
-    instance_capacity, pool_capacities_rps,
+from layoutopt.perf_model.capacity import InstancePerf, instance_capacity, pool_capacities_rps
+from layoutopt.perf_model.capacity_bounds import (
+    ROLE_BOUND_TIERS, BoundTier, CapacityBound, capacity_upper_bound, capacity_upper_bounds,
 )
 from layoutopt.perf_model.links import Link
 from layoutopt.plan import Layout, Role
@@ -191,7 +191,7 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
     """One group, smallest instances first and, among equals, the highest bound first: a proposal
     is evaluated unless an evaluated one dominates it at its upper bound.
 
-    Colocated and prefill bounds come in tiers (``perf_model.capacity.ROLE_BOUND_TIERS``): the
+    Colocated and prefill bounds come in tiers (``perf_model.capacity_bounds.ROLE_BOUND_TIERS``): the
     cheapest for every proposal, each tighter one only where the looser ones prove nothing
     (decode has one bound)."""
     # Every role's cheapest tier is "tpot" (ROLE_BOUND_TIERS): one call bounds the whole group.

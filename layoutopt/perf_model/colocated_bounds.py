@@ -1,6 +1,6 @@
 """The search's cheapest colocated capacity bound for many step tables at once.
 
-``capacity.capacity_upper_bound(tier="tpot")`` of a colocated candidate costs about as much as
+``capacity_bounds.capacity_upper_bound(tier="tpot")`` of a colocated candidate costs about as much as
 its step tables: some sixty numpy operations on a (grid rows x prompt lengths) array, each paying
 its call overhead on a small array, for every one of the thousands of colocated proposals a
 search bounds before it evaluates any. :func:`colocated_tpot_ceilings_rps` computes the same
@@ -41,7 +41,7 @@ def batch_key(costs: PhaseCosts) -> tuple:
 
 def colocated_tpot_ceilings_rps(tables: Sequence[PhaseCosts], quantiles: tuple[float, ...], ttft: dict[float, float],
                                 tpot: dict[float, float], coarse_points: int, fine_points: int) -> list[float]:
-    """``capacity._colocated_rate_ceiling_rps(costs, quantiles, ttft, tpot, every_ttft_row=False)``
+    """``capacity_bounds._colocated_rate_ceiling_rps(costs, quantiles, ttft, tpot, every_ttft_row=False)``
     of every table (equal ``batch_key``s), in order, before headroom."""
     first = tables[0]
     count = len(tables)

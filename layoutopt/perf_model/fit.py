@@ -39,8 +39,8 @@ FIT_PARAMETERS: dict[str, tuple[float, float]] = {
     "gemm_efficiency": (0.3, 0.95),
     "gemm_half_efficiency_tokens": (8.0, 2048.0),
     # Hopper-equivalent (x the generation's hbm_scale, the product capped at 0.98): up to 0.98 / 0.814 on
-    # Blackwell (calibration.MAX_MEMORY_EFFICIENCY).
-    "memory_efficiency": (0.5, 1.2),
+    # Blackwell, the profile's own limit.
+    "memory_efficiency": (0.5, calibration.MAX_MEMORY_EFFICIENCY),
     # FlashAttention-2/3 forward passes reach well over a fifth of the BF16 peak at serving
     # lengths [estimate]; lower fits trade attention against overheads along a flat direction.
     "attention_efficiency": (0.2, 0.9),

@@ -11,6 +11,7 @@ from scipy.interpolate import CubicSpline
 from scipy.special import pdtrc
 
 from layoutopt.perf_model.costs import PhaseCosts
+from layoutopt.perf_model.memo import KeepAliveMemo
 from layoutopt.perf_model.load_rows import (
     Rows,
     _decode_steps,
@@ -101,23 +102,14 @@ def service_quantiles(service_s: np.ndarray, weights: np.ndarray, quantiles: tup
 
 
 # _Core objects remembered (by table identity and batches; each keeps its table alive).
-_CORE_MEMO_ENTRIES = 64
-_core_memo: dict[tuple, tuple[PhaseCosts, "_Core"]] = {}
+_core_memo = KeepAliveMemo(max_entries=64)
 
 
 def _shared_core(costs: PhaseCosts, n: np.ndarray, population: float | None) -> "_Core":
-    """``_Core(costs, n, population)``, remembered for the last ``_CORE_MEMO_ENTRIES`` of them: a
+    """``_Core(costs, n, population)``, remembered for the last 64 of them (``_core_memo``): a
     pool's capacity search (``capacity.pool_capacities_rps``) asks for the same batches at every
     pool size, and only the slot wait depends on the size. The core is read, never written."""
-    key = (id(costs), n.tobytes(), population)
-    hit = _core_memo.get(key)
-    if hit is not None:
-        return hit[1]
-    core = _Core(costs, n, population)
-    if len(_core_memo) >= _CORE_MEMO_ENTRIES:
-        _core_memo.clear()
-    _core_memo[key] = (costs, core)
-    return core
+    return _core_memo.get((id(costs), n.tobytes(), population), costs, lambda: _Core(costs, n, population))
 
 
 class _Core:
@@ -126,6 +118,7 @@ class _Core:
 
     def __init__(self, costs: PhaseCosts, n: np.ndarray, population: float | None, probe: np.ndarray | None = None):
         self.costs, self.n = costs, n
+        self._tpot: dict[tuple, np.ndarray] = {}   # tpot_quantiles by (quantiles, floor)
         self.steps = steps = _decode_steps(costs)
         weights = costs.input_weights
         # One pass over the batches, the full batch (tau_full), the batches 2 % up (stability) and
@@ -173,10 +166,10 @@ class _Core:
 
     def tpot_quantiles(self, quantiles: tuple[float, ...], floor: bool) -> np.ndarray:
         """TPOT quantiles (rows, quantiles), or floors of them (``floor``); computed once per core."""
-        cache = self.__dict__.setdefault("_tpot", {})
-        if (quantiles, floor) not in cache:
-            cache[(quantiles, floor)] = self._tpot_quantiles(quantiles, floor)
-        return cache[(quantiles, floor)]
+        key = (quantiles, floor)
+        if key not in self._tpot:
+            self._tpot[key] = self._tpot_quantiles(quantiles, floor)
+        return self._tpot[key]
 
     def _tpot_quantiles(self, quantiles: tuple[float, ...], floor: bool) -> np.ndarray:
         costs, busy = self.costs, self.busy

@@ -57,3 +57,32 @@ def identity_memo(function):
     memoized = wraps(function)(memoized)
     memoized.cache_clear = cache_clear
     return memoized
+
+
+class KeepAliveMemo:
+    """Values by key, for keys that name an object by ``id``: each entry keeps that object alive,
+    so its id stays its own while the entry lives; the memo starts afresh when full.
+
+    For hot paths whose key mixes an object's identity with values (``identity_memo`` keys every
+    argument by identity, which a fresh array of equal values defeats)."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self._cache: dict[tuple, tuple[object, object]] = {}
+
+    def get(self, key: tuple, keep: object, compute):
+        """The value remembered for ``key``, else ``compute()``, remembered with ``keep`` alive."""
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit[1]
+        value = compute()
+        if len(self._cache) >= self.max_entries:
+            self._cache.clear()
+        self._cache[key] = (keep, value)
+        return value
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+    def __len__(self) -> int:
+        return len(self._cache)

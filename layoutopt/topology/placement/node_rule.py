@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from layoutopt.engines.rules import RuleViolation, check_node_split
 from layoutopt.plan import Plan
 from layoutopt.topology.cluster import GpuId
-from layoutopt.topology.placement.data import PlacementData
+from layoutopt.topology.placement.data import PlacementData, StageDemand
 from layoutopt.topology.placement.result import InstanceAssignment
 
 # ((groups per part, instances), ...): one entry, or two when a pool mixes two part sizes.
@@ -60,15 +60,20 @@ def broken_splits(plan: Plan, instances: Sequence[InstanceAssignment]) -> dict[i
     return broken
 
 
+def _pool_shape(data: PlacementData, pool_index: int) -> tuple[StageDemand, int, int, list[int]]:
+    """(the pool's demand, stage groups per instance, GPUs per group, free GPUs of each domain of
+    its GPU type)."""
+    demand = next(d for d in data.demands if d.pool_index == pool_index)
+    free = [d.num_free for d in data.domains if d.gpu == demand.gpu]
+    return demand, demand.pp_size * demand.groups_per_part, demand.stage_gpus // demand.groups_per_part, free
+
+
 def part_sizes(plan: Plan, data: PlacementData, pool_index: int, fitting_only: bool = True) -> list[int]:
     """Groups per part (k) with which the rule accepts an instance of the pool split into equal
     parts on different nodes, largest k (fewest nodes) first; ``fitting_only``: only those with
     which the pool alone fits the free GPUs."""
-    demand = next(d for d in data.demands if d.pool_index == pool_index)
-    groups = demand.pp_size * demand.groups_per_part
-    group_gpus = demand.stage_gpus // demand.groups_per_part
+    demand, groups, group_gpus, free = _pool_shape(data, pool_index)
     layout = plan.pools[pool_index].layout
-    free = [d.num_free for d in data.domains if d.gpu == demand.gpu]
     sizes = []
     for k in range(groups, 0, -1):
         parts = groups // k
@@ -91,10 +96,9 @@ def legal_instances(plan: Plan, data: PlacementData, pool_index: int) -> int:
     sizes = sorted(gpus for gpus, most in room.items() if most > 0)
     if len(sizes) < 2:
         return room[sizes[0]] if sizes else 0
-    demand = next(d for d in data.demands if d.pool_index == pool_index)
-    instance_gpus = demand.pp_size * demand.stage_gpus
-    filled = sum(_most_filled(d.num_free, sizes) for d in data.domains if d.gpu == demand.gpu)
-    return max(max(room.values()), filled // instance_gpus)
+    _, groups, group_gpus, free = _pool_shape(data, pool_index)
+    filled = sum(_most_filled(f, sizes) for f in free)
+    return max(max(room.values()), filled // (groups * group_gpus))
 
 
 def legal_part_gpus(plan: Plan, data: PlacementData, pool_index: int) -> int:
@@ -115,10 +119,7 @@ def _most_filled(free: int, sizes: Sequence[int]) -> int:
 
 def _legal_room(plan: Plan, data: PlacementData, pool_index: int) -> dict[int, int]:
     """GPUs per part -> most instances of the pool alone in parts of that size (``legal_instances``)."""
-    demand = next(d for d in data.demands if d.pool_index == pool_index)
-    groups = demand.pp_size * demand.groups_per_part
-    group_gpus = demand.stage_gpus // demand.groups_per_part
-    free = [d.num_free for d in data.domains if d.gpu == demand.gpu]
+    _, groups, group_gpus, free = _pool_shape(data, pool_index)
     return {k * group_gpus: _most_instances([f // (k * group_gpus) for f in free], groups // k)
             for k in part_sizes(plan, data, pool_index, fitting_only=False)}
 
