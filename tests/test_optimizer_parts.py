@@ -116,6 +116,20 @@ def test_ratio_check_takes_p_and_d_from_the_table_not_the_plan():
     assert "not P" in check.note and "best per dollar" in check.note
 
 
+def test_ratio_note_names_every_instance_size_of_a_role():
+    # Two prefill layouts of 4 and 8 GPUs at the same 8000 tok/s/GPU, one 8-GPU decode at 2000: formula 2:1,
+    # plan 12:8 because the pools come in whole instances; the note must not call every prefill 8 GPUs.
+    small = make_candidate("prefill", tp_size=4, capacity_rps=8.0)
+    large = make_candidate("prefill", tp_size=8, capacity_rps=16.0)
+    decode = make_candidate("decode", tp_size=8, capacity_rps=32.0)
+    table = CandidateTable(candidates=(small, large, decode), gpu_limits={"H100-SXM": 32}, mean_input_tokens=4000,
+                           mean_output_tokens=500)
+    check = ratio_check(table, [(small, 1), (large, 1), (decode, 1)])
+    assert check.formula_prefill_to_decode == pytest.approx(2.0)
+    assert check.plan_prefill_to_decode == pytest.approx(1.5)
+    assert "whole instances (4 or 8 GPUs per prefill, 8 per decode instance)" in check.note
+
+
 def test_bottleneck_labels():
     slo = SLO(ttft_ms={"p90": 1000}, tpot_ms={"p50": 20, "p99": 50})
     assert bottleneck_label(make_candidate("decode", bottleneck="kv_capacity"), slo) == "decode KV capacity"

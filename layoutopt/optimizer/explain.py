@@ -151,8 +151,8 @@ def _ratio_note(formula: float, own: float, plan: float, prefill, decode, best_p
         step_p = max(c.gpus_per_instance for c, _ in prefill)
         step_d = max(c.gpus_per_instance for c, _ in decode)
         if abs(own * decode_gpus - prefill_gpus) < step_p or abs(prefill_gpus / own - decode_gpus) < step_d:
-            reasons.append(f"pools come in whole instances ({step_p} GPUs per prefill, {step_d} per decode "
-                           "instance), so the split rounds")
+            reasons.append(f"pools come in whole instances ({_instance_sizes(prefill)} GPUs per prefill, "
+                           f"{_instance_sizes(decode)} per decode instance), so the split rounds")
         if served_rps:
             for role, pool in (("prefill", prefill), ("decode", decode)):
                 capacity = sum(c.pool_capacity_rps(n) for c, n in pool)
@@ -164,6 +164,11 @@ def _ratio_note(formula: float, own: float, plan: float, prefill, decode, best_p
     if not reasons:
         reasons.append("the difference is within the rounding of whole instances")
     return f"{shown}: " + "; ".join(reasons)
+
+
+def _instance_sizes(pool) -> str:
+    """The GPUs per instance of a role's pools, e.g. "8" or "4 or 8" (a role may run several layouts)."""
+    return " or ".join(str(size) for size in sorted({c.gpus_per_instance for c, _ in pool}))
 
 
 def _cheaper_per_token(pool, best: Candidate) -> bool:
