@@ -324,3 +324,39 @@ def test_attention_dp_lone_prompt_moe_takes_its_tokens_once():
     lone = prefill_time(model, H100, dep, 4096, batch_size=1).total_s
     full = prefill_time(model, H100, dep, 4096, batch_size=4).total_s
     assert lone < full
+
+
+@pytest.mark.parametrize("model,layout", [
+    ("llama-3.1-70b", Layout(tp_size=2, pp_size=4, weight_precision="fp8")),
+    ("deepseek-v3", Layout(tp_size=1, pp_size=2, ep_size=8, dp_size=8, weight_precision="fp8")),
+    ("deepseek-v3", Layout(tp_size=8, pp_size=4, dcp_size=1, weight_precision="fp8")),
+])
+def test_prefill_shares_its_stage_column_across_pipeline_depths(model, layout):
+    """Layouts that differ only in pp share one memoized prefill column: exact, because the
+    coefficients differ only in the fields forward_pass_costs never reads (pp, pp_link), and the
+    shared pass equals the pass computed from the pipelined layout's own coefficients."""
+    import dataclasses
+
+    from layoutopt.perf_model import step
+    from layoutopt.perf_model.compute import forward_coefficients
+
+    spec, gpu = get_model(model), get_gpu("H200")
+    flat = layout.model_copy(update={"pp_size": 1})
+    for engine in ("vllm", "sglang", "trtllm"):
+        piped, column = (forward_coefficients(spec, gpu, x, engine, None) for x in (layout, flat))
+        assert piped.pp == layout.pp_size and column.pp == 1
+        assert dataclasses.replace(piped, pp=1, pp_link=column.pp_link) == column
+        for prompt, batch, cached in [(2048, 1, 0), (3000, 3, 1000), (17, 16, 5)]:
+            step._prefill_column_memo.clear()
+            total = step.prefill_time_s(spec, gpu, layout, prompt, batch, cached, engine=engine)
+            # The pp = 1 layout's pass is the memo hit the pipelined one reads ...
+            assert step.prefill_time_s(spec, gpu, flat, prompt, batch, cached, engine=engine) == step.prefill_time(
+                spec, gpu, flat, prompt, batch, cached, engine=engine).total_s
+            assert len(step._prefill_column_memo) == 1
+            # ... and the pipelined total is its own coefficients' pass plus the stage hops, unmemoized.
+            own = step._prefill_column(piped, spec, layout.dp_size, layout.pcp_size, prompt, batch, cached)
+            assert own == step._prefill_column(column, spec, layout.dp_size, layout.pcp_size, prompt, batch, cached)
+            tokens = -(-batch // layout.dp_size) * (prompt - cached) / layout.pcp_size
+            expected = (own[0] + own[1] + (own[2] + step._stage_hop_s(piped, tokens, layout.pp_size - 1))
+                        + (own[3] + piped.profile.step_overhead_ms * 1e-3))
+            assert total == float(expected)

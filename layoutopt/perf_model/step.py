@@ -25,6 +25,7 @@ from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import collectives as coll
 from layoutopt.perf_model.calibration import ACTIVATION_BYTES_PER_VALUE, EngineLike
 from layoutopt.perf_model.compute import ForwardCoefficients, forward_coefficients, forward_pass_costs
+from layoutopt.perf_model.memo import KeepAliveMemo, identity_memo
 from layoutopt.plan import Layout
 from layoutopt.perf_model.links import Link
 
@@ -147,20 +148,48 @@ def _prefill_parts(model: ModelSpec, gpu: GpuSpec, layout: Layout, prompt_tokens
     domain and hierarchical NVLink + NIC for a group that spans nodes; ``links.collective_group_link``).
     """
     c = forward_coefficients(model, gpu, layout, engine, link)
+    column = _column_coefficients(model, gpu, layout, engine, link)
+    key = (id(column), prompt_tokens, batch_size, cached_tokens)
+    parts = _prefill_column_memo.get(key, column, lambda: _prefill_column(
+        column, model, layout.dp_size, layout.pcp_size, prompt_tokens, batch_size, cached_tokens))
+    compute_s, memory_s, comm_s, overhead_s = parts
     new_tokens = max(prompt_tokens - cached_tokens, 0)
-    prompts_rank = math.ceil(batch_size / layout.dp_size)
-    tokens = prompts_rank * new_tokens / layout.pcp_size
+    tokens = math.ceil(batch_size / layout.dp_size) * new_tokens / layout.pcp_size
+    comm_s += _stage_hop_s(c, tokens, layout.pp_size - 1)
+    overhead_s += c.profile.step_overhead_ms * 1e-3
+    return compute_s, memory_s, comm_s, overhead_s
+
+
+# A prefill pass's GPU work per stage column, by (column coefficients, prompt, batch, cached tokens):
+# layouts that differ only in pp share it (and a prefill and a colocated table of one layout without
+# attention DP share their anchors), so the search's thousands of layouts compute about half as many.
+_prefill_column_memo = KeepAliveMemo(1 << 15)
+
+
+@identity_memo
+def _column_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: EngineLike,
+                         link: Link | None) -> ForwardCoefficients:
+    """``forward_coefficients`` of ``layout`` with one pipeline stage: the same numbers but for
+    ``pp`` and ``pp_link``, which ``forward_pass_costs`` never reads (a pass is costed per stage
+    column; ``_stage_hop_s`` adds the stage boundaries)."""
+    column = layout if layout.pp_size == 1 else layout.model_copy(update={"pp_size": 1})
+    return forward_coefficients(model, gpu, column, engine, link)
+
+
+def _prefill_column(c: ForwardCoefficients, model: ModelSpec, dp: int, pcp: int, prompt_tokens: int,
+                    batch_size: int, cached_tokens: int) -> tuple[float, float, float, float]:
+    """``forward_pass_costs`` of ``_prefill_parts``' pass, before the stage hops and the step overhead."""
+    new_tokens = max(prompt_tokens - cached_tokens, 0)
+    prompts_rank = math.ceil(batch_size / dp)
+    tokens = prompts_rank * new_tokens / pcp
     pairs, indexer_pairs = _prefill_pairs(c, model, new_tokens, cached_tokens)
-    share = prompts_rank / layout.pcp_size
-    compute_s, memory_s, comm_s, overhead_s = forward_pass_costs(
+    share = prompts_rank / pcp
+    return forward_pass_costs(
         c, tokens=tokens, logit_tokens=prompts_rank, prefill_tokens=tokens, prefill_pairs=pairs * share,
         prefill_cached_tokens=cached_tokens * prompts_rank, prefill_indexer_pairs=indexer_pairs * share,
         # The MoE layers take the prompts' real tokens (prompt steps gather unpadded: _chunk_placement),
         # so prompts fewer than the ranks are not counted once per rank.
-        moe_tokens=batch_size * new_tokens / layout.pcp_size if layout.dp_size > 1 else None)
-    comm_s += _stage_hop_s(c, tokens, layout.pp_size - 1)
-    overhead_s += c.profile.step_overhead_ms * 1e-3
-    return compute_s, memory_s, comm_s, overhead_s
+        moe_tokens=batch_size * new_tokens / pcp if dp > 1 else None)
 
 
 def _decode_costs(model, gpu, layout, c: ForwardCoefficients, batch, context, split: bool = True):
