@@ -41,6 +41,24 @@ def test_load_cases_reads_the_gpu_of_each_row_and_says_why_rows_are_left_out(tmp
     assert len(cases) + len(left) == 6
 
 
+def test_load_cases_unfolds_expert_parallel_workers_written_with_ep_times_their_degrees(tmp_path):
+    # The B200 export writes a TP8 EP8 worker as tp 64 / moe_tp 8 / moe_ep 8 and DEP8 as attention_dp 64:
+    # such rows replay on the 8 GPUs their twins (the same run, described) ran on; a real TP4 x DP2 EP8
+    # worker, a TP8 EP8 one and a TP4 one with MoE TP2 x EP2 (within one HGX node) keep their columns.
+    def moe_row(rid, tp, dp, moe_tp, ep):
+        return (f"{rid},trtllm,deepseek-ai/DeepSeek-R1,b200_sxm,fp4,agg,1024,1024,64,nvfp4,nvfp4,"
+                f"{tp},1,{dp},{moe_tp},{ep},{',' * 13},300.0,12.0\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER + moe_row("tep", 64, 1, 8, 8) + moe_row("dep", 1, 64, 8, 8) + moe_row("tep4", 16, 1, 4, 4)
+                    + moe_row("plain_dep", 1, 8, 1, 8) + moe_row("mixed", 4, 2, 1, 8) + moe_row("wide", 8, 1, 1, 8)
+                    + moe_row("moe_tp", 4, 1, 2, 2))
+    cases, left = load_cases(path)
+    assert not left
+    got = {c.row_id: (c.layout.tp_size, c.layout.dp_size, c.layout.ep_size, c.layout.moe_tp_size) for c in cases}
+    assert got == {"tep": (8, 1, 8, 1), "dep": (1, 8, 8, 1), "tep4": (4, 1, 4, 1), "plain_dep": (1, 8, 8, 1),
+                   "mixed": (4, 2, 8, 1), "wide": (8, 1, 8, 1), "moe_tp": (4, 1, 2, 2)}
+
+
 def test_load_cases_names_missing_columns(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("id,backend\nx,vllm\n")

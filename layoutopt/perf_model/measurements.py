@@ -89,13 +89,32 @@ def _is_power_of_two(value: int) -> bool:
     return value >= 1 and value & (value - 1) == 0
 
 
-def _layout(row: dict, prefix: str, precision: str, is_moe: bool) -> Layout:
+def ep_folded_degrees(tp: int, dp: int, moe_tp: int, ep: int, domain_gpus: int) -> tuple[int, int]:
+    """(tp, attention_dp) of a row whose columns write them multiplied by the EP degree.
+
+    Part of the B200 export (ids ``2026_04_06_*``, ``dsr1_b200_*``, ``qwen3_5_b200_*``) writes an
+    expert-parallel worker of G GPUs as tp (or attention_dp) G x G with moe_tp = moe_ep = G: the
+    id ``..._tp8_ep8_1016`` carries tp 64, moe_tp 8, moe_ep 8, and every one of the 54 such rows
+    whose latencies another row of the file repeats exactly (one run published twice) repeats a
+    row of G GPUs: tp 8 (or attention_dp 8), moe_tp 1, moe_ep 8. Read as written, those are TP64
+    or DP64 workers over eight nodes. Such rows, when G x G GPUs exceed the GPU's scale-up domain
+    (``domain_gpus``, 8 on HGX), get tp / G and attention_dp / G (moe_tp then 1); every other row
+    keeps its columns (a TP4 worker with MoE TP2 x EP2, as H100 rows write, is one).
+    """
+    if ep > 1 and moe_tp == ep and tp * dp == ep * ep > domain_gpus and min(tp, dp) == 1:
+        return max(tp // ep, 1), max(dp // ep, 1)
+    return tp, dp
+
+
+def _layout(row: dict, prefix: str, precision: str, is_moe: bool, domain_gpus: int) -> Layout:
     tp, pp = _degree(row, f"{prefix}tp"), _degree(row, f"{prefix}pp")
     if not _is_power_of_two(tp):
         # A world size in the source, not a TP split (measurements README).
         raise ValueError(f"tp {tp} is not a power of two")
     dp = _degree(row, f"{prefix}attention_dp") if is_moe else 1
     ep = _degree(row, f"{prefix}moe_ep") if is_moe else 1
+    if is_moe:
+        tp, dp = ep_folded_degrees(tp, dp, _degree(row, f"{prefix}moe_tp"), ep, domain_gpus)
     return Layout(tp_size=tp, pp_size=pp, dp_size=dp, ep_size=ep, weight_precision=precision)
 
 
@@ -209,15 +228,16 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
             # A 4-bit-expert checkpoint (gpt-oss MXFP4) on a GPU without FP4 math (H100): the
             # experts stay 4-bit in memory (the spec keeps native expert bytes), the rest is BF16.
             precision = "bf16"
+        domain_gpus = get_gpu(gpu).local_domain_gpus
         try:
             if mode == "agg":
-                layout, prefill, decode = _layout(row, "", precision, model.is_moe), None, None
+                layout, prefill, decode = _layout(row, "", precision, model.is_moe, domain_gpus), None, None
                 p_count = d_count = 1
                 batch = None
             else:
                 layout = None
-                prefill = _layout(row, "prefill_", precision, model.is_moe)
-                decode = _layout(row, "decode_", precision, model.is_moe)
+                prefill = _layout(row, "prefill_", precision, model.is_moe, domain_gpus)
+                decode = _layout(row, "decode_", precision, model.is_moe, domain_gpus)
                 p_count, d_count = _degree(row, "prefill_workers"), _degree(row, "decode_workers")
                 batch = _degree(row, "decode_batch", 0) or None
                 if batch is not None:
