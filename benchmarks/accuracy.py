@@ -30,6 +30,7 @@ over by data/generations.yaml): TPOT <= 15 %, TTFT <= 30 %.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import sys
@@ -271,13 +272,26 @@ def gpu_prefill_ms(case) -> float:
                                engine=profile) * 1e3
 
 
-def ttft_remainders(cases, prefill_ms=gpu_prefill_ms) -> dict[str, dict]:
+def engine_versions(paths: list[Path]) -> dict[str, str]:
+    """Row id -> the engine build that measured it (the CSV's ``backend_version``; "?" where empty)."""
+    out: dict[str, str] = {}
+    for path in paths:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                out[row["id"]] = (row.get("backend_version") or "").strip() or "?"
+    return out
+
+
+def ttft_remainders(cases, prefill_ms=gpu_prefill_ms, versions: dict[str, str] | None = None) -> dict[str, dict]:
     """{"GPU/engine/model": {"rows", "remainder_ms": [...], "by_isl": {isl: median}, "overhead_ms"}}:
     what the per-request overhead has to explain. For every aggregated layout and prompt length
     the rows at the lowest concurrency (at most REMAINDER_MAX_CONCURRENCY, so little queueing)
     give the measured TTFT minus ``prefill_ms(case)``, the model's GPU prefill alone; one
     ``request_overhead_ms`` per engine and generation serves every model, so remainders that
-    differ between models point at a term the model lacks (or at runs that differ)."""
+    differ between models point at a term the model lacks (or at runs that differ). With
+    ``versions`` (row id -> engine build, :func:`engine_versions`) the groups are also split by
+    the build ("GPU/engine==version/model"): the same model on the same GPU and engine measured
+    by two builds tells software apart from the model's physics."""
     from layoutopt.errors import LayoutoptError
     from layoutopt.hardware_catalog.catalog import get_gpu
     from layoutopt.perf_model.calibration import get_engine_profile
@@ -286,7 +300,8 @@ def ttft_remainders(cases, prefill_ms=gpu_prefill_ms) -> dict[str, dict]:
     for case in cases:
         if case.mode != "agg" or case.layout is None or case.concurrency > REMAINDER_MAX_CONCURRENCY:
             continue
-        lowest[(case.gpu, case.engine, case.model_id, case.layout, case.isl)].append(case)
+        engine = case.engine if versions is None else f"{case.engine}=={versions.get(case.row_id, '?')}"
+        lowest[(case.gpu, engine, case.model_id, case.layout, case.isl)].append(case)
     out: dict[str, dict] = {}
     for (gpu, engine, model_id, _, isl), group in sorted(lowest.items(), key=lambda kv: str(kv[0])):
         n = min(c.concurrency for c in group)
@@ -296,8 +311,9 @@ def ttft_remainders(cases, prefill_ms=gpu_prefill_ms) -> dict[str, dict]:
         except LayoutoptError:
             continue
         label = f"{gpu}/{engine}/{model_id.split('/')[-1]}"
-        entry = out.setdefault(label, {"rows": 0, "remainder_ms": [], "by_isl": defaultdict(list), "overhead_ms":
-                                       get_engine_profile(engine, get_gpu(gpu).generation).request_overhead_ms})
+        overhead_ms = get_engine_profile(engine.partition("==")[0], get_gpu(gpu).generation).request_overhead_ms
+        entry = out.setdefault(label, {"rows": 0, "remainder_ms": [], "by_isl": defaultdict(list),
+                                       "overhead_ms": overhead_ms})
         entry["rows"] += len(at_n)
         entry["remainder_ms"].append(remainder)
         entry["by_isl"][isl].append(remainder)
@@ -307,14 +323,15 @@ def ttft_remainders(cases, prefill_ms=gpu_prefill_ms) -> dict[str, dict]:
 
 
 def render_remainders(table: dict[str, dict]) -> str:
+    width = max([44] + [len(label) + 1 for label in table])
     lines = ["-- TTFT remainder: measured TTFT at the lowest concurrency (<= "
              f"{REMAINDER_MAX_CONCURRENCY}) minus the model's GPU prefill alone, per layout and prompt length",
-             f"{'gpu/engine/model':<44}{'layouts':>8}{'median':>9}{'min':>8}{'max':>8}  {'by ISL (median)':<28}"
+             f"{'gpu/engine/model':<{width}}{'layouts':>8}{'median':>9}{'min':>8}{'max':>8}  {'by ISL (median)':<28}"
              f"{'profile overhead':>16}"]
     for label, entry in table.items():
         values = np.array(entry["remainder_ms"])
         by_isl = ", ".join(f"{isl}: {v:.0f}" for isl, v in entry["by_isl"].items())
-        lines.append(f"{label:<44}{len(values):>8}{np.median(values):>8.0f} {values.min():>7.0f} {values.max():>7.0f}"
+        lines.append(f"{label:<{width}}{len(values):>8}{np.median(values):>8.0f} {values.min():>7.0f} {values.max():>7.0f}"
                      f"  {by_isl:<28}{entry['overhead_ms']:>14.1f} ms")
     lines.append("(ms; one request_overhead_ms per engine and generation serves every model: remainders that differ "
                  "by model, or grow with the prompt, are what that constant cannot describe)")
@@ -427,6 +444,9 @@ def main() -> None:
     parser.add_argument("--ttft-remainder", action="store_true",
                         help="also print, per model, the measured TTFT at the lowest concurrency minus the model's "
                         "GPU prefill alone: what the per-request overhead has to explain")
+    parser.add_argument("--by-engine-version", action="store_true",
+                        help="with --ttft-remainder: split its groups by the engine build that measured the rows "
+                        "(the CSV's backend_version)")
     parser.add_argument("--leave-one-gpu-out", action="store_true",
                         help="also predict each GPU's rows with the profile fitted on the other generation")
     parser.add_argument("--ep-exchange", choices=("allgather_reducescatter", "dp_gather", "alltoall"),
@@ -437,6 +457,8 @@ def main() -> None:
     for path in paths:
         if not path.is_file():
             parser.error(f"measurement CSV not found: {path} (pass its path as an argument)")
+    if args.by_engine_version and not args.ttft_remainder:
+        parser.error("--by-engine-version splits the --ttft-remainder table; pass --ttft-remainder too")
     cases, left = load_all(paths, args.engine)
     if args.ep_exchange:
         profiles = exchange_profile(args.ep_exchange)
@@ -479,7 +501,8 @@ def main() -> None:
         print(render_residuals(logo_residuals, "-- residual correlations, leave-one-GPU-out"))
     if args.ttft_remainder:
         print()
-        print(render_remainders(ttft_remainders(cases)))
+        versions = engine_versions(paths) if args.by_engine_version else None
+        print(render_remainders(ttft_remainders(cases, versions=versions)))
 
 
 if __name__ == "__main__":

@@ -241,6 +241,27 @@ def test_accuracy_ttft_remainder_subtracts_the_gpu_prefill_at_the_lowest_concurr
     assert entry["overhead_ms"] == get_engine_profile("trtllm").request_overhead_ms
     assert table["H100-SXM/trtllm/Qwen3-32B"]["remainder_ms"] == [pytest.approx(230.0 - 10.24)]
     assert "TTFT remainder" in render_remainders(table)
+    # Split by the engine build: the same model's rows measured by two builds become two groups.
+    split = ttft_remainders(cases, prefill_ms=lambda c: c.isl / 100.0, versions={"a": "1.0", "b": "1.2", "d": "1.2"})
+    assert sorted(split) == ["H100-SXM/trtllm==1.0/Llama-3.1-8B-Instruct", "H100-SXM/trtllm==1.2/Llama-3.1-8B-Instruct",
+                             "H100-SXM/trtllm==?/Qwen3-32B"]
+    assert split["H100-SXM/trtllm==1.0/Llama-3.1-8B-Instruct"]["by_isl"][1024] == pytest.approx(50.0 - 10.24)
+    assert split["H100-SXM/trtllm==1.2/Llama-3.1-8B-Instruct"]["by_isl"] == {
+        1024: pytest.approx(70.0 - 10.24), 8192: pytest.approx(130.0 - 81.92)}
+    assert split["H100-SXM/trtllm==?/Qwen3-32B"]["overhead_ms"] == get_engine_profile("trtllm").request_overhead_ms
+    assert "trtllm==1.0/Llama-3.1-8B-Instruct" in render_remainders(split)
+
+
+def test_accuracy_engine_versions_read_the_build_of_every_row(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from accuracy import engine_versions
+
+    path = tmp_path / "rows.csv"
+    path.write_text("id,backend,backend_version,model\nr1,vllm,0.19.0,m\nr2,vllm,,m\n")
+    assert engine_versions([path]) == {"r1": "0.19.0", "r2": "?"}
 
 
 def test_fit_calibration_start_values_name_what_is_wrong():
