@@ -9,7 +9,15 @@ import pytest
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model.calibration import get_engine_profile
-from layoutopt.perf_model.compute import expert_load_imbalance, forward_coefficients, forward_pass_costs
+import numpy as np
+
+from layoutopt.perf_model.compute import (
+    expert_load_imbalance,
+    expected_distinct_experts,
+    forward_coefficients,
+    forward_pass_costs,
+    max_rank_touched_experts,
+)
 from layoutopt.perf_model.precision import compute_precision, is_weight_only, weight_precision_supported
 from layoutopt.plan import Layout
 
@@ -23,6 +31,35 @@ def test_expert_imbalance_falls_with_the_batch_to_the_hot_expert_skew():
     assert expert_load_imbalance(1e9, 8, 1.3) == pytest.approx(1.3, rel=1e-3)
     assert expert_load_imbalance(1.0, 8, 1.3) == 8.0  # one pair: all of it on one rank
     assert expert_load_imbalance(64.0, 1, 1.3) == 1.0  # no EP, no rank imbalance
+
+
+@pytest.mark.parametrize("tokens", [4, 16, 64, 512])
+def test_busiest_rank_touches_the_distinct_experts_a_simulated_routing_gives(tokens):
+    # Monte Carlo: tokens pick 8 distinct experts of 256 uniformly; 8 EP ranks of 32 experts each.
+    rng = np.random.default_rng(0)
+    busiest = []
+    for _ in range(400):
+        picks = np.argsort(rng.random((tokens, 256)), axis=1)[:, :8]
+        touched = np.zeros(256, dtype=bool)
+        touched[picks.ravel()] = True
+        busiest.append(touched.reshape(8, 32).sum(axis=1).max())
+    assert max_rank_touched_experts(256, 8, float(tokens), 8) == pytest.approx(np.mean(busiest), rel=0.1)
+    # Never more than a rank holds; without EP, the layer's expected distinct experts.
+    assert max_rank_touched_experts(256, 8, float(tokens), 8) <= 32.0
+    assert max_rank_touched_experts(256, 8, float(tokens), 1) == expected_distinct_experts(256, 8, float(tokens))
+
+
+def test_hot_expert_skew_piles_pairs_not_distinct_experts_on_a_rank():
+    # A decode step of TEP8 DeepSeek-R1 on B200: the expert weight reads (the memory part) hardly move
+    # with the profile's hot-expert skew, which scales the pairs (permutation bytes) only.
+    model = get_model("deepseek-r1")
+    layout = Layout(tp_size=8, ep_size=8, weight_precision="fp4")
+    base = get_engine_profile("trtllm", "blackwell")
+    memory = {}
+    for skew in (1.0, 2.0):
+        c = forward_coefficients(model, B200, layout, base.model_copy(update={"moe_imbalance": skew}), None)
+        memory[skew] = forward_pass_costs(c, tokens=16.0, logit_tokens=16.0, decode_seqs=16.0, decode_ctx=2048.0)[1]
+    assert memory[2.0] == pytest.approx(memory[1.0], rel=0.05)
 
 
 def test_moe_layers_pay_their_kernel_overhead_and_permutation_traffic():

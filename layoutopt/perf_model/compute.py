@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from scipy.special import ndtri
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import BYTES_PER_VALUE, ModelSpec
@@ -258,6 +259,35 @@ def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens):
     return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
 
 
+@lru_cache(maxsize=64)
+def _expected_max_of_normals(count: int) -> float:
+    """Expected maximum of ``count`` independent standard normals (Blom's approximation)."""
+    return float(ndtri((count - 0.375) / (count + 0.25)))
+
+
+def max_rank_touched_experts(num_experts: int, experts_per_token: int, tokens, ep: int):
+    """Distinct experts the busiest of ``ep`` expert-parallel ranks reads in one MoE layer, when
+    ``tokens`` each pick ``experts_per_token`` of ``num_experts`` uniformly (E / ep on each rank).
+
+    A rank's weight reads follow the distinct experts its tokens touch, not the pairs routed to
+    them: each of its m = E / ep experts is touched with probability q = 1 - (1 - k/E)^tokens, so
+    the count is about Binomial(m, q) and its maximum over ep ranks m q + z_ep sqrt(m q (1 - q)),
+    at most m, with z_ep the expected maximum of ep standard normals (Blom's approximation,
+    ndtri((ep - 0.375) / (ep + 0.25)): 1.43 for 8 ranks, where sqrt(2 ln ep) would give 2.04 and
+    overshoot a simulated routing by 10 %; tests/test_perf_moe_precision.py). Hot experts
+    (the profile's ``moe_imbalance``) pile pairs on fewer experts and add none to this count, so
+    they weigh on the pairs (:func:`expert_load_imbalance`) only. Without EP: E q, the whole layer.
+    """
+    if ep <= 1:
+        return expected_distinct_experts(num_experts, experts_per_token, tokens)
+    touched_share = 1.0 - (1.0 - experts_per_token / num_experts) ** tokens
+    local = num_experts / ep
+    spread = _expected_max_of_normals(ep) * math.sqrt(local)
+    if isinstance(touched_share, np.ndarray):
+        return np.minimum(local * touched_share + spread * np.sqrt(touched_share * (1.0 - touched_share)), local)
+    return min(local * touched_share + spread * math.sqrt(touched_share * (1.0 - touched_share)), local)
+
+
 def expert_load_imbalance(routed_pairs, ep: int, skew: float):
     """Max / mean routed (token, expert) pairs over ``ep`` expert-parallel ranks.
 
@@ -367,8 +397,9 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
             moe_tokens = tokens * c.dp if c.dp > 1 else tokens
         routed = moe_tokens * k
         imbalance = expert_load_imbalance(routed, c.ep, p.moe_imbalance)
-        # Experts touched and routed (token, expert) pairs per rank, imbalance applied.
-        touched_rank = _min(e / c.ep, expected_distinct_experts(e, k, moe_tokens) / c.ep * imbalance)
+        # Distinct experts the busiest rank reads (max_rank_touched_experts) and the (token, expert)
+        # pairs it computes, hot experts and sampling noise applied to the pairs.
+        touched_rank = max_rank_touched_experts(e, k, moe_tokens, c.ep)
         pairs_rank = routed * (imbalance / c.ep) if c.ep > 1 else routed
         # Grouped GEMM: rows per expert = pairs / touched experts, so compute = FLOPs x (1 + half/rows).
         expert_s_per_pair = c.expert_slice_flops_per_token * c.num_moe_layers / (
