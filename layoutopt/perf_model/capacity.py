@@ -191,13 +191,26 @@ def _unloaded(costs: PhaseCosts, role: Role, q_ttft: float) -> tuple[float, floa
 
     A prompt alone still pays the request overhead (API server, tokenization; 0 for the decode
     role), as every TTFT the load models give does."""
-    cum = np.cumsum(costs.input_weights)
-    idx = min(int(np.searchsorted(cum, q_ttft - 1e-12)), len(cum) - 1)
+    idx = _quantile_bin(costs.input_weights, q_ttft)
     ttft = float(costs.prefill_s[idx] + costs.kv_transfer_s[idx] + costs.request_overhead_s)
     tpot = float(costs.decode_at(1.0))
     if role == "decode":
         ttft = tpot
     return ttft, tpot
+
+
+# The bin of a quantile by (weights array, quantile): every table of a workload shares its weights.
+_quantile_bins = KeepAliveMemo(256)
+
+
+def _quantile_bin(weights: np.ndarray, q: float) -> int:
+    """Index of the length bin holding quantile ``q`` of the bins' ``weights``."""
+    def find() -> int:
+        cum = np.cumsum(weights)
+        return min(int(np.searchsorted(cum, q - 1e-12)), len(cum) - 1)
+    if weights.flags.writeable:  # only a read-only array keeps the values its id was remembered with
+        return find()
+    return _quantile_bins.get((id(weights), q), weights, find)
 
 
 def _name(engine: EngineLike) -> str:

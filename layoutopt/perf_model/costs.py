@@ -32,7 +32,9 @@ from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import calibration, kv_transfer, memory, step
 from layoutopt.perf_model.calibration import EngineLike, EngineProfile
 from layoutopt.plan import Layout, Role
+from layoutopt.perf_model.compute import forward_coefficients
 from layoutopt.perf_model.links import Link
+from layoutopt.perf_model.memo import KeepAliveMemo
 from layoutopt.workloads.workload import Workload
 from layoutopt.perf_model.workload_grids import DecodeGrid, WorkloadTerms, decode_batch_grid, read_only, workload_terms
 
@@ -121,9 +123,16 @@ class PhaseCosts:
         batch = np.asarray(batch, dtype=float)
         inside = np.interp(batch, grid, values)
         if len(grid) > 1:
-            slope = (values[-1] - values[-2]) / max(grid[-1] - grid[-2], 1e-9)
-            inside = np.where(batch > grid[-1], values[-1] + slope * (batch - grid[-1]), inside)
+            last_batch, last_s, slope = self._decode_tail
+            inside = np.where(batch > last_batch, last_s + slope * (batch - last_batch), inside)
         return inside
+
+    @cached_property
+    def _decode_tail(self) -> tuple[float, float, float]:
+        """(last batch, its step s, the last interval's slope): ``decode_at``'s line beyond the grid."""
+        grid, values = self.batch_grid, self.decode_step_s
+        slope = (values[-1] - values[-2]) / max(grid[-1] - grid[-2], 1e-9)
+        return float(grid[-1]), float(values[-1]), float(slope)
 
     def decode_spread_at(self, batch) -> np.ndarray:
         """Standard deviation (s) of the decode step time over batches of mean size ``batch``:
@@ -207,7 +216,14 @@ def _anchored_poly(lengths: np.ndarray, evaluate, anchors: int = _PREFILL_ANCHOR
 
 def _anchored(lengths: np.ndarray, evaluate, anchors: int = _PREFILL_ANCHORS) -> np.ndarray:
     """``evaluate(L)`` at every length from the quadratic through ``anchors`` of them."""
-    return np.polyval(_anchored_poly(lengths, evaluate, anchors), lengths)
+    return _polyval2(_anchored_poly(lengths, evaluate, anchors), lengths)
+
+
+def _polyval2(poly: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.polyval(poly, x)`` of a quadratic at finite ``x``, the same operations (Horner from a zero
+    array: 0 x + c2, ...) without its conversions."""
+    c2, c1, c0 = poly
+    return ((0.0 * x + c2) * x + c1) * x + c0
 
 
 def phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
@@ -311,7 +327,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     prefill_s, poly = zeros, np.zeros(3)
     if role != "decode":
         poly = _anchored_poly(tokens, prefill_one)
-        prefill_s = np.polyval(poly, tokens)
+        prefill_s = _polyval2(poly, tokens)
     occupancy, fixed_s, per_step = zeros, 0.0, 1.0
     if role == "prefill":
         # A server's step of k prompts of the mean length costs T(k) = T0 + k t; T0 (per-step
@@ -341,9 +357,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     if role != "prefill":
         # Two context columns: the step at the mean context and at twice it give the per-sequence
         # cost of context, hence the spread of a batch whose contexts vary.
-        table = np.asarray(step.decode_step_time_array(
-            model, gpu, layout, decode_grid.values[:, None], np.array([[decode_context, 2.0 * decode_context]]),
-            profile), dtype=float)
+        table = _decode_table(model, gpu, layout, profile, decode_grid, decode_context)
         decode_s = table[:, 0]
         per_context_token = (table[:, 1] - table[:, 0]) / (grid * decode_context)
         per_seq = decode_grid.gradient(decode_s)
@@ -375,6 +389,21 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         reservation_scv=terms.reservation_scv if kv_bound and role != "prefill" else 0.0,
         input_moments=terms.input_moments,
     )
+
+
+# Decode tables by (coefficients, batch grid, context): a layout's decode and colocated tables
+# read the same one (the same memory-limited batch, the same mean context).
+_decode_tables = KeepAliveMemo(1 << 13)
+
+
+def _decode_table(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, decode_grid: DecodeGrid,
+                  decode_context: float) -> np.ndarray:
+    """Decode step seconds (batches, 2) at ``decode_grid``'s batches and the mean and twice the mean context."""
+    coefficients = forward_coefficients(model, gpu, layout, profile, None)
+    return _decode_tables.get((id(coefficients), id(decode_grid), decode_context), (coefficients, decode_grid),
+                              lambda: read_only(np.asarray(step.decode_step_time_array(
+                                  model, gpu, layout, decode_grid.values[:, None],
+                                  np.array([[decode_context, 2.0 * decode_context]]), profile), dtype=float)))
 
 
 @lru_cache(maxsize=64)

@@ -73,13 +73,15 @@ def prefill_steps(costs: PhaseCosts, rate_rps: np.ndarray, iterations: int = 14)
     # Bisection on E[S]; the step's scv is carried from one probe to the next (it moves little
     # between probes) rather than re-solved at each, then settled at the root.
     scv = np.ones_like(rate)
+    # Loop-invariant factors, computed as the expressions below would (same operations, same order).
+    arrivals_t2, idle_share = t * t * rate, 1.0 - rho
     for _ in range(iterations):
         mid = 0.5 * (low + high)
         p0 = (1.0 + rate * mid * scv) ** (-1.0 / scv)
         k = np.minimum(np.maximum((mid - fixed) / t, 1.0), top)
-        var = (k * t_var + t * t * rate * mid) / np.maximum(1.0 - (rho * (1.0 - p0)) ** 2, 1e-6)
+        var = (k * t_var + arrivals_t2 * mid) / np.maximum(1.0 - (rho * (1.0 - p0)) ** 2, 1e-6)
         scv = np.maximum(var / mid**2, 1e-3)
-        above = mid * (1.0 - rho) - fixed - t * p0 > 0.0
+        above = mid * idle_share - fixed - t * p0 > 0.0
         low, high = np.where(above, low, mid), np.where(above, mid, high)
     step = 0.5 * (low + high)
     k, scv, _ = moments(step)
