@@ -222,6 +222,23 @@ def test_closed_loop_cohorts_add_prefill_of_prompts_ahead():
     assert cohort.ttft_ms.mean - alone.ttft_ms.mean == pytest.approx(700, rel=0.1)
 
 
+def test_closed_loop_prompts_in_groups_of_one_per_rank_share_their_steps():
+    # 8 attention-DP ranks, 1000-token prompts (0.1 s each) riding 20 ms decode steps, 64 clients of 200
+    # tokens: ~0.3 prompts per step. As Poisson arrivals they seldom meet and each stalls all ranks; in
+    # groups of one per rank (TensorRT-LLM's closed loop) a step carries eight and each costs 1/8 of it.
+    costs = _costs(servers=8)
+    poisson = colocated_closed_loop(costs, 64, _rounds_profile(10.0))
+    groups = _rounds_profile(10.0).model_copy(update={"closed_loop_rank_groups": True})
+    grouped = colocated_closed_loop(costs, 64, groups)
+    assert grouped.tpot_ms.mean < 0.7 * poisson.tpot_ms.mean
+    # decode alone ~20 ms a token; the prompts add ~64/199 x 100 ms / 8 on top
+    assert grouped.tpot_ms.mean == pytest.approx(20.0 + 0.1 * 64 + 64 / 199 * 100 / 8, rel=0.15)
+    # One rank has nothing to share, and the flag does not touch open-loop costs.
+    one = _costs(servers=1)
+    assert colocated_closed_loop(one, 64, groups).tpot_ms.mean == colocated_closed_loop(one, 64, _rounds_profile(10.0)).tpot_ms.mean
+    assert not costs.prompts_in_rank_groups
+
+
 def _rounds_profile(rounds: float):
     return get_engine_profile("vllm").model_copy(update=dict(
         closed_loop_cohort_fraction=0.0, request_overhead_ms=0.0, closed_loop_rounds=rounds))

@@ -99,6 +99,10 @@ class EngineProfile(BaseModel):
     prefill_first: bool = Field(default=False, description="the scheduler runs a prefill batch alone whenever "
                                 "prompts wait (no prefill chunks inside decode steps): a colocated closed loop "
                                 "then moves as one wave (closed_loop.py)")
+    closed_loop_rank_groups: bool = Field(default=False, description="in a closed loop with attention DP, "
+                                          "prompts arrive in groups of one per rank that share a lockstep step "
+                                          "(the engine spreads each fetched group of requests over the ranks and "
+                                          "a rank's step takes one prompt; closed_loop.colocated_closed_loop)")
     closed_loop_rounds: float = Field(default=10.0, ge=1, description="rounds of a closed-loop benchmark the "
                                       "first burst (all clients start at once) is averaged over: mean TTFT = "
                                       "steady + (first-round TTFT - steady) / rounds (closed_loop.py)")

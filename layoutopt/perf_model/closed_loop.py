@@ -118,6 +118,25 @@ def _first_round_s(prompts: float, mean_occupancy_s: float, fixed_s: float) -> f
     return fixed_s + 0.5 * max(prompts - 1.0, 0.0) * mean_occupancy_s
 
 
+def rank_grouped(costs: PhaseCosts, profile: EngineProfile | None) -> PhaseCosts:
+    """``costs`` with prompts arriving in groups of one per attention-DP rank, where the engine's
+    closed loop forms them (``EngineProfile.closed_loop_rank_groups``), else ``costs`` itself.
+
+    TensorRT-LLM's executor spreads every group of requests it fetches over the attention-DP ranks,
+    the rank with the fewest active tokens first (tensorrt_llm/_torch/pyexecutor/
+    executor_request_queue.py, _balance_requests_across_ranks), and the benchmark's token budget
+    admits one prompt per rank and step (``measurements.benchmark_token_budget``): the first burst
+    of a closed loop enters one prompt per rank per step, requests of fixed lengths that start in
+    the same step finish in the same step, and their replacements are spread over the ranks again.
+    So a step with prompts carries one on every rank and each costs 1/dp of the lockstep step, where
+    Poisson arrivals would rarely meet (``load_colocated.lockstep_share``). Open-loop serving keeps
+    Poisson arrivals.
+    """
+    if profile is None or not profile.closed_loop_rank_groups or costs.prefill_servers <= 1:
+        return costs
+    return dataclasses.replace(costs, prompts_in_rank_groups=True)
+
+
 def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
     """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`.
 
@@ -126,6 +145,7 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
     """
     if profile is not None and profile.prefill_first:
         return wave_closed_loop(costs, concurrency)
+    costs = rank_grouped(costs, profile)
     steps = max(costs.output_tokens_mean - 1.0, 0.0)
     held = min(concurrency, float(costs.max_batch_size))
     cohort_s = prompts_ahead(held, profile) * costs.mean_input_tokens * costs.chunk_s_per_token

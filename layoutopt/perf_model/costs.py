@@ -62,6 +62,9 @@ class PhaseCosts:
     # loop), computed when first read (``StepFacts``; ``StepFacts.known`` for given values).
     step_facts: "StepFacts"
     request_overhead_s: float = 0.0   # added to TTFT, occupies no GPU (API server, tokenizer)
+    # Prompts arrive in groups of one per prefill server that share one lockstep step (a closed loop
+    # on an engine with ``closed_loop_rank_groups``; load_colocated._colocated_tau), not as Poisson arrivals.
+    prompts_in_rank_groups: bool = False
     # Prefill batching: a step of k prompts costs prefill_step_fixed_s once plus each prompt's own
     # work (prefill_s - prefill_step_fixed_s); a step takes at most prompts_per_step prompts.
     prefill_step_fixed_s: float = 0.0

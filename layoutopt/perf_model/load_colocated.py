@@ -266,7 +266,8 @@ def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: f
     - attention-DP ranks step in lockstep and the router spreads the k prompts over the dp ranks,
       so a step lasts as long as its most loaded rank, ceil(k / dp) prompts: each costs its own
       work times ``lockstep_share(mu, dp)`` = E[ceil(k / dp)] / E[k] (1 without DP, 1/dp when
-      every rank has prompts), and it shares a rank with another only at mu / dp per rank;
+      every rank has prompts), and it shares a rank with another only at mu / dp per rank; prompts
+      that arrive in groups of one per rank (``PhaseCosts.prompts_in_rank_groups``) share 1/dp;
     - an eager launch floor (``prompt_floor_at``) is paid once by a step however many prompts it
       carries: (1 - e^-mu) F per step, F (1 - e^-mu) / mu per prompt.
     """
@@ -277,6 +278,8 @@ def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: f
     extra = extra + _sharing_penalty(costs, n, extra, per_step / ranks if ranks > 1 else per_step)[:, None]
     floor = costs.prompt_floor_at(n)
     share = lockstep_share(per_step, ranks)[:, None] if ranks > 1 else None
+    if share is not None and costs.prompts_in_rank_groups:
+        share = np.full_like(share, 1.0 / ranks)  # every step with prompts has one on each rank
     return tau_from_extras(d, n, steps, per_step, extra, share, floor, costs.input_weights)
 
 
