@@ -9,9 +9,8 @@ decimal GB/s (1e9 bytes/s) per direction; latencies microseconds.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.errors import InputError, unknown_name_error
@@ -20,6 +19,9 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.perf_model.links import Link
 from layoutopt.topology import graph as graph_paths
 from layoutopt.topology import links as kv_links
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 GpuState = Literal["free", "in_use", "down"]
 

@@ -22,8 +22,6 @@ import math
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-import networkx as nx
-
 from layoutopt.topology.constants import (
     GPU_NIC_HOP_LATENCY_US,
     NVSWITCH_HOP_LATENCY_US,
@@ -32,6 +30,8 @@ from layoutopt.topology.constants import (
 )
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from layoutopt.topology.cluster import Cluster, ClusterNode, GpuId
 
 
@@ -45,6 +45,8 @@ def nic_vertex(node: ClusterNode, index: int) -> str:
 
 def build_graph(cluster: Cluster) -> nx.Graph:
     """The whole cluster as an undirected graph (vertices and edges in the module docstring)."""
+    import networkx as nx  # here, not at the top: solving and placing never build the graph (0.1 s import)
+
     graph = nx.Graph(name=cluster.name)
     graph.add_node(SPINE_VERTEX, kind="spine")
     for rack in cluster.racks.values():
