@@ -39,6 +39,9 @@ def test_hopper_is_the_reference_and_blackwell_fp4_needs_more_rows():
     c = forward_coefficients(MODEL, b200, Layout(tp_size=4, weight_precision="fp4"), vllm, None)
     assert c.gemm_flops_per_s == pytest.approx(9000e12 * vllm.gemm_efficiency * 0.682, rel=1e-6)
     assert c.gemm_half_rows == pytest.approx(vllm.gemm_half_efficiency_tokens * 1.88)
+    # The experts' grouped GEMM pads to its own M tile: the dense NVFP4 small-M scale does not apply.
+    moe = forward_coefficients(get_model("deepseek-r1"), b200, Layout(tp_size=8, weight_precision="fp4"), vllm, None)
+    assert moe.expert_pad_rows == vllm.gemm_half_efficiency_tokens and moe.gemm_half_rows > 1.8 * moe.expert_pad_rows
     assert c.hbm_bytes_per_s == pytest.approx(b200.memory_bandwidth_gb_per_s * 1e9 * min(
         vllm.memory_efficiency * 0.814, 0.98))
 

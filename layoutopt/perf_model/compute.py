@@ -133,6 +133,7 @@ class ForwardCoefficients:
     num_moe_layers: int
     expert_slice_bytes: float          # one expert's slice on one rank, one layer
     expert_slice_flops_per_token: float
+    expert_pad_rows: float             # rows a touched expert's grouped GEMM computes besides its own (M tile)
     ep_dispatch_bytes_per_token: float  # a dispatched token: hidden vector (BF16 or quantized) + routing
     # Attention core.
     attention_flops_per_s: float       # BF16 peak x attention efficiency
@@ -155,6 +156,19 @@ class ForwardCoefficients:
     cp_gather_bytes_per_token: float   # DCP/PCP attention output + LSE per attention layer
     num_attention_layers: int
     kv_bytes_per_token_per_layer_rank: float  # PCP ring exchange chunk per token
+
+
+def expert_pad_rows(profile: EngineProfile) -> float:
+    """Rows of padding a touched expert's grouped GEMM computes: the profile's Hopper-equivalent
+    half-efficiency rows, on every generation.
+
+    The MoE kernels pad each expert's rows to their own M tile, chosen for the step's tokens per
+    expert (vLLM's fused MoE: BLOCK_SIZE_M 16 up to 64 tokens, 16-128 by M, vllm 0.33.0
+    model_executor/layers/fused_moe/fused_moe.py:1345, 1376-1383), so the generation's dense-GEMM
+    small-M scale (``half_rows_scale``: 1.88 for Blackwell NVFP4, fitted on a dense CUTLASS NVFP4
+    GEMM's rows, data/generations.yaml) does not carry to them. With it the H100 profiles priced
+    B200's NVFP4 expert decode 40-100 % too slow (accuracy.py --leave-one-gpu-out)."""
+    return float(profile.gemm_half_efficiency_tokens)
 
 
 @identity_memo
@@ -223,6 +237,7 @@ def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
         num_moe_layers=moe_layers,
         expert_slice_bytes=model.expert_params * expert_bytes_per_value(model, layout.weight_precision) / moe_tp,
         expert_slice_flops_per_token=2.0 * model.expert_params / moe_tp,
+        expert_pad_rows=expert_pad_rows(p),
         # vLLM and TensorRT-LLM route before the dispatch and send the top-k choices along; SGLang gathers
         # the hidden states and routes the gathered rows.
         ep_dispatch_bytes_per_token=h * (BYTES_PER_VALUE[compute] if p.ep_dispatch_quantized
@@ -404,7 +419,7 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
         # Grouped GEMM: rows per expert = pairs / touched experts, so compute = FLOPs x (1 + half/rows).
         expert_s_per_pair = c.expert_slice_flops_per_token * c.num_moe_layers / (
             c.gemm_flops_per_s * p.grouped_gemm_efficiency)
-        expert_flop_s = pairs_rank * expert_s_per_pair + touched_rank * (c.gemm_half_rows * expert_s_per_pair)
+        expert_flop_s = pairs_rank * expert_s_per_pair + touched_rank * (c.expert_pad_rows * expert_s_per_pair)
         # Token permutation before the grouped GEMM and the weighted un-permutation after it: each
         # routed copy of a token's hidden vector is written and read once on each side.
         permute_bytes = 4.0 * c.hidden_size * ACTIVATION_BYTES_PER_VALUE * c.num_moe_layers
