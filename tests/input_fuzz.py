@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 from hypothesis import strategies as st
 
-from layoutopt.cli import cli
+from layoutopt.cli import COMMAND_MODULES, cli
 from layoutopt.cli.common import run_guarded
 from layoutopt.errors import LayoutoptError
 
@@ -121,11 +121,16 @@ def _commands() -> dict[str, object]:
 
     def walk(command, path):
         if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
-                walk(sub, [*path, name])
+            # list_commands / get_command, not .commands: the top-level group loads its commands lazily
+            # (cli.LazyGroup), so .commands is empty until a command has run.
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name), [*path, name])
         elif path[0] not in SKIPPED_COMMANDS:
             found[" ".join(path)] = command
     walk(cli, [])
+    missing = set(COMMAND_MODULES) - SKIPPED_COMMANDS - {name.split()[0] for name in found}
+    assert not missing, f"fuzzing would skip the commands {sorted(missing)}"
     return found
 
 
