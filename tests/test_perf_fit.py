@@ -59,6 +59,24 @@ def test_load_cases_unfolds_expert_parallel_workers_written_with_ep_times_their_
                    "mixed": (4, 2, 8, 1), "wide": (8, 1, 8, 1), "moe_tp": (4, 1, 2, 2)}
 
 
+def test_load_cases_unfolds_vllm_expert_parallel_rows_written_as_tp_times_dp(tmp_path):
+    # The export writes vLLM's `--tensor-parallel-size 4 --enable-expert-parallel` (4 GPUs, EP 4) as
+    # tp 4 x attention_dp 4 with moe_ep 16: it replays as TP4 EP4 on 4 GPUs. A real vLLM DEP8 (tp 1 x
+    # dp 8, EP 8), the same columns under TensorRT-LLM, and a vLLM TP4 x DP2 EP8 keep their columns.
+    def moe_row(rid, engine, tp, dp, moe_tp, ep):
+        return (f"{rid},{engine},deepseek-ai/DeepSeek-R1,b200_sxm,fp4,agg,1024,1024,64,nvfp4,nvfp4,"
+                f"{tp},1,{dp},{moe_tp},{ep},{',' * 13},300.0,12.0\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER + moe_row("tep4", "vllm", 4, 4, 1, 16) + moe_row("tep2", "vllm", 2, 2, 1, 4)
+                    + moe_row("dep8", "vllm", 1, 8, 1, 8) + moe_row("trt", "trtllm", 4, 4, 1, 16)
+                    + moe_row("mixed", "vllm", 4, 2, 1, 8))
+    cases, left = load_cases(path)
+    assert not left
+    got = {c.row_id: (c.layout.tp_size, c.layout.dp_size, c.layout.ep_size, c.layout.gpus_per_instance) for c in cases}
+    assert got == {"tep4": (4, 1, 4, 4), "tep2": (2, 1, 2, 2), "dep8": (1, 8, 8, 8), "trt": (4, 4, 16, 16),
+                   "mixed": (4, 2, 8, 8)}
+
+
 def test_load_cases_names_missing_columns(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("id,backend\nx,vllm\n")

@@ -106,7 +106,28 @@ def ep_folded_degrees(tp: int, dp: int, moe_tp: int, ep: int, domain_gpus: int) 
     return tp, dp
 
 
-def _layout(row: dict, prefix: str, precision: str, is_moe: bool, domain_gpus: int) -> Layout:
+def vllm_ep_folded_degrees(tp: int, dp: int, moe_tp: int, ep: int) -> tuple[int, int, int]:
+    """(tp, attention_dp, ep) of a vLLM row whose columns write a TP G, EP G worker over G x G GPUs.
+
+    Every vLLM row of both CSVs with attention DP is written so: tp G x attention_dp G, moe_tp 1,
+    moe_ep G x G (B200 Kimi-K2.5 and MiniMax-M2.5, H100 MiniMax-M2.5: 64 B200 and 15 H100 rows;
+    the ids of their twins, the same runs published again, end ``_tpG_epG_N``). AIConfigurator
+    0.12.0's InferenceX adapter derives a vLLM worker's attention DP as its GPUs / TP and its EP as
+    TP x DP (sdk/config_adapter/inferencex.py:139-143,158-159). The runs are InferenceX's single-node
+    scripts, which start ``vllm serve --tensor-parallel-size=$TP`` with ``--enable-expert-parallel``
+    when EP > 1 and no ``--data-parallel-size`` (benchmarks/single_node/minimaxm2.5_fp8_b200.sh and
+    minimaxm2.5_fp8_h100.sh, SemiAnalysisAI/InferenceX March-April 2026), and vLLM's EP then spans
+    the TP group, ep = tp x dp = TP (vllm 0.13.0 model_executor/layers/fused_moe/config.py:919-962).
+    So such a row is one TP G worker with EP G on G GPUs: tp G, attention_dp 1, ep G. (The Kimi-K2.5
+    NVFP4 script of 2026-03-27, kimik2.5_fp4_b200.sh, passes no EP flag at all, so its MoE ran TP4;
+    the row's declared EP 4 is kept.) Other rows keep their columns.
+    """
+    if tp > 1 and dp == tp and moe_tp == 1 and ep == tp * dp:
+        return tp, 1, tp
+    return tp, dp, ep
+
+
+def _layout(row: dict, prefix: str, precision: str, is_moe: bool, domain_gpus: int, engine: str = "") -> Layout:
     tp, pp = _degree(row, f"{prefix}tp"), _degree(row, f"{prefix}pp")
     if not _is_power_of_two(tp):
         # A world size in the source, not a TP split (measurements README).
@@ -114,7 +135,10 @@ def _layout(row: dict, prefix: str, precision: str, is_moe: bool, domain_gpus: i
     dp = _degree(row, f"{prefix}attention_dp") if is_moe else 1
     ep = _degree(row, f"{prefix}moe_ep") if is_moe else 1
     if is_moe:
-        tp, dp = ep_folded_degrees(tp, dp, _degree(row, f"{prefix}moe_tp"), ep, domain_gpus)
+        moe_tp = _degree(row, f"{prefix}moe_tp")
+        tp, dp = ep_folded_degrees(tp, dp, moe_tp, ep, domain_gpus)
+        if engine == "vllm":
+            tp, dp, ep = vllm_ep_folded_degrees(tp, dp, moe_tp, ep)
     return Layout(tp_size=tp, pp_size=pp, dp_size=dp, ep_size=ep, weight_precision=precision)
 
 
@@ -231,13 +255,13 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
         domain_gpus = get_gpu(gpu).local_domain_gpus
         try:
             if mode == "agg":
-                layout, prefill, decode = _layout(row, "", precision, model.is_moe, domain_gpus), None, None
+                layout, prefill, decode = _layout(row, "", precision, model.is_moe, domain_gpus, engine), None, None
                 p_count = d_count = 1
                 batch = None
             else:
                 layout = None
-                prefill = _layout(row, "prefill_", precision, model.is_moe, domain_gpus)
-                decode = _layout(row, "decode_", precision, model.is_moe, domain_gpus)
+                prefill = _layout(row, "prefill_", precision, model.is_moe, domain_gpus, engine)
+                decode = _layout(row, "decode_", precision, model.is_moe, domain_gpus, engine)
                 p_count, d_count = _degree(row, "prefill_workers"), _degree(row, "decode_workers")
                 batch = _degree(row, "decode_batch", 0) or None
                 if batch is not None:
