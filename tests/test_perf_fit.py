@@ -77,6 +77,21 @@ def test_load_cases_unfolds_vllm_expert_parallel_rows_written_as_tp_times_dp(tmp
                    "mixed": (4, 2, 8, 8)}
 
 
+def test_load_cases_leaves_out_runs_of_speculative_decoding_images(tmp_path):
+    # InferenceX served TensorRT-LLM 1.2.0rc6.post3 only with MTP (measurements.SPECULATIVE_DECODING_IMAGES):
+    # such rows are left out with the reason, under either spelling of the registry path; other images stay.
+    header = HEADER.rstrip("\n") + ",engine_image\n"
+    image_rows = [("mtp_hash", "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"),
+                  ("mtp_slash", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3"),
+                  ("plain", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post2"), ("none", "")]
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "".join(_row(rid).rstrip("\n") + f",{image}\n" for rid, image in image_rows))
+    cases, left = load_cases(path)
+    assert sorted(c.row_id for c in cases) == ["none", "plain"]
+    assert {x.row_id: x.reason for x in left} == {"mtp_hash": "speculative decoding (MTP) run: not modelled",
+                                                  "mtp_slash": "speculative decoding (MTP) run: not modelled"}
+
+
 def test_load_cases_names_missing_columns(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("id,backend\nx,vllm\n")

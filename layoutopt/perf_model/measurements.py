@@ -74,6 +74,20 @@ class MeasuredCase:
 
 _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms")
 
+# Engine images whose published runs all decoded speculatively (MTP), which the model does not
+# price: a step then emits several tokens per sequence, so TPOT and the batch a step carries are not
+# those of the plain decode it replays. InferenceX served TensorRT-LLM 1.2.0rc6.post3 only under its
+# dsr1-fp4-b200-trt-mtp and dsr1-fp8-b200-trt-mtp keys, with ``spec-decoding: mtp`` in every search
+# space (SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml:1704-1705, 1962-1963 at
+# d373d5f8, and every version of the file from 2026-01 to 2026-04): the reference B200 file's 88
+# DeepSeek-R1 rows with that image (InferenceX PRs 632 and 642). Spelled as the CSV writes it, with
+# '#' or '/' after the registry.
+SPECULATIVE_DECODING_IMAGES = frozenset({"nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3"})
+
+
+def _speculative_image(row: dict) -> bool:
+    return (row.get("engine_image") or "").strip().replace("#", "/", 1) in SPECULATIVE_DECODING_IMAGES
+
 
 def _num(value: str | None) -> float | None:
     value = (value or "").strip()
@@ -237,6 +251,9 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
             continue
         if mode not in ("agg", "disagg"):
             leave(f"mode {mode!r}")
+            continue
+        if _speculative_image(row):
+            leave("speculative decoding (MTP) run: not modelled")
             continue
         try:
             model = get_model(row["model"])
