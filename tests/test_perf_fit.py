@@ -250,7 +250,7 @@ def test_accuracy_ttft_remainder_subtracts_the_gpu_prefill_at_the_lowest_concurr
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from accuracy import render_remainders, ttft_remainders
+    from ttft_remainder import render_remainders, ttft_remainders
 
     def case(rid, model, isl, conc, ttft, tp=1, mode="agg"):
         layout = Layout(tp_size=tp, weight_precision="fp8")
@@ -290,7 +290,7 @@ def test_accuracy_engine_versions_read_the_build_of_every_row(tmp_path):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from accuracy import engine_versions
+    from ttft_remainder import engine_versions
 
     path = tmp_path / "rows.csv"
     path.write_text("id,backend,backend_version,model\nr1,vllm,0.19.0,m\nr2,vllm,,m\n")

@@ -298,9 +298,9 @@ def max_rank_touched_experts(num_experts: int, experts_per_token: int, tokens, e
     touched_share = 1.0 - (1.0 - experts_per_token / num_experts) ** tokens
     local = num_experts / ep
     spread = _expected_max_of_normals(ep) * math.sqrt(local)
-    if isinstance(touched_share, np.ndarray):
-        return np.minimum(local * touched_share + spread * np.sqrt(touched_share * (1.0 - touched_share)), local)
-    return min(local * touched_share + spread * math.sqrt(touched_share * (1.0 - touched_share)), local)
+    variance = touched_share * (1.0 - touched_share)
+    sd = np.sqrt(variance) if isinstance(variance, np.ndarray) else math.sqrt(variance)
+    return _min(local * touched_share + spread * sd, local)
 
 
 def expert_load_imbalance(routed_pairs, ep: int, skew: float):

@@ -277,9 +277,12 @@ def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: f
     ranks = max(costs.prefill_servers, 1)
     extra = extra + _sharing_penalty(costs, n, extra, per_step / ranks if ranks > 1 else per_step)[:, None]
     floor = costs.prompt_floor_at(n)
-    share = lockstep_share(per_step, ranks)[:, None] if ranks > 1 else None
-    if share is not None and costs.prompts_in_rank_groups:
-        share = np.full_like(share, 1.0 / ranks)  # every step with prompts has one on each rank
+    if ranks <= 1:
+        share = None
+    elif costs.prompts_in_rank_groups:
+        share = np.full_like(per_step, 1.0 / ranks)[:, None]  # every step with prompts has one on each rank
+    else:
+        share = lockstep_share(per_step, ranks)[:, None]
     return tau_from_extras(d, n, steps, per_step, extra, share, floor, costs.input_weights)
 
 
