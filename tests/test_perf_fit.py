@@ -92,6 +92,35 @@ def test_load_cases_leaves_out_runs_of_speculative_decoding_images(tmp_path):
                                                   "mtp_slash": "speculative decoding (MTP) run: not modelled"}
 
 
+def test_load_cases_carries_the_attention_dp_balancing_of_the_reference_launches(tmp_path):
+    # InferenceX's TensorRT-LLM scripts set attention_dp_config enable_balance (DeepSeek: timeout_iters 60,
+    # batching_wait_iters 0; gpt-oss: TensorRT-LLM's defaults 50 and 10) on attention-DP workers; rows of
+    # other engines, without attention DP, or outside the reference launches keep balancing off, and
+    # a row's own columns win. predict launches the profile with it.
+    from layoutopt.perf_model.fit import _with_budget
+
+    def moe_row(rid, engine, model, dp, extra=""):
+        return (f"{rid},{engine},{model},b200_sxm,fp4,agg,1024,1024,64,nvfp4,nvfp4,"
+                f"1,1,{dp},1,{dp},{',' * 13},300.0,12.0{extra}\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER.rstrip("\n") + ",attention_dp_balance_timeout_iters,attention_dp_batching_wait_iters\n"
+                    + moe_row("ds", "trtllm", "deepseek-ai/DeepSeek-R1", 8, ",,")
+                    + moe_row("oss", "trtllm", "openai/gpt-oss-120b", 4, ",,")
+                    + moe_row("tep", "trtllm", "deepseek-ai/DeepSeek-R1", 1, ",,")
+                    + moe_row("vllm", "vllm", "deepseek-ai/DeepSeek-R1", 8, ",,")
+                    + moe_row("own", "trtllm", "deepseek-ai/DeepSeek-R1", 8, ",20,3"))
+    cases, left = load_cases(path)
+    assert not left
+    got = {c.row_id: (c.attention_dp_balance_timeout_iters, c.attention_dp_batching_wait_iters) for c in cases}
+    assert got == {"ds": (60, 0), "oss": (50, 10), "tep": (None, 10), "vllm": (None, 10), "own": (20, 3)}
+    elsewhere, _ = load_cases(path, aiconfigurator_launch=False)
+    assert [c.attention_dp_balance_timeout_iters for c in elsewhere] == [None, None, None, None, 20]
+    trtllm = get_engine_profile("trtllm")
+    assert trtllm.attention_dp_balance_timeout_iters is None
+    launched = _with_budget(trtllm, cases[0])
+    assert (launched.attention_dp_balance_timeout_iters, launched.attention_dp_batching_wait_iters) == (60, 0)
+
+
 def test_load_cases_names_missing_columns(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("id,backend\nx,vllm\n")

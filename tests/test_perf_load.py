@@ -15,7 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layoutopt.perf_model.calibration import get_engine_profile
-from layoutopt.perf_model.closed_loop import colocated_closed_loop, disaggregated_closed_loop
+from layoutopt.perf_model.closed_loop import (
+    attention_dp_balance_wait_steps,
+    colocated_closed_loop,
+    disaggregated_closed_loop,
+)
 from layoutopt.perf_model.costs import PhaseCosts, StepFacts
 from layoutopt.perf_model.load import load_at_rate, rows_at_rate
 from layoutopt.perf_model.queueing import (
@@ -237,6 +241,42 @@ def test_closed_loop_prompts_in_groups_of_one_per_rank_share_their_steps():
     one = _costs(servers=1)
     assert colocated_closed_loop(one, 64, groups).tpot_ms.mean == colocated_closed_loop(one, 64, _rounds_profile(10.0)).tpot_ms.mean
     assert not costs.prompts_in_rank_groups
+
+
+def test_attention_dp_balance_gate_wait_by_hand():
+    # A cycle C runs from one release to the next; a prompt arriving within it waits E[C^2] / (2 E[C]).
+    # Arrivals so rare that no rank fills before the timeout: C = T, half of it.
+    assert attention_dp_balance_wait_steps(8, 16, 1e-6, 60, 0)[0] == pytest.approx(30.0, rel=1e-3)
+    # Two ranks, each receiving prompts at lambda = 0.1 per step, timeout far away: F = max of two
+    # Exp(0.1) = Exp(0.2) + Exp(0.1), E[F] = 15, E[F^2] = Var + mean^2 = 125 + 225 = 350: 350 / 30 steps.
+    assert attention_dp_balance_wait_steps(2, 16, 0.2, 400, 0)[0] == pytest.approx(350 / 30, rel=0.01)
+    # Holding B = 10 more iterations once filled: E[(F + B)^2] / (2 E[F + B]) = (350 + 300 + 100) / 50.
+    assert attention_dp_balance_wait_steps(2, 16, 0.2, 400, 10)[0] == pytest.approx(750 / 50, rel=0.01)
+    # One rank, or a rank whose only sequence finished (no generation request: the gate opens), waits nothing.
+    assert attention_dp_balance_wait_steps(1, 16, 0.2, 60, 10)[0] == 0.0
+    assert attention_dp_balance_wait_steps(8, 1, 0.2, 60, 10)[0] == 0.0
+    # Faster returns fill every rank sooner: the wait falls with the arrival rate, never above T / 2 + B.
+    waits = attention_dp_balance_wait_steps(4, 32, np.array([0.01, 0.1, 1.0, 10.0]), 60, 0)
+    assert np.all(np.diff(waits) < 0) and waits[0] <= 30.0
+
+
+def test_closed_loop_attention_dp_balance_adds_its_gate_wait_to_ttft():
+    # 8 ranks, 64 clients of 200 tokens: ~0.3 returns per 20 ms step, each rank gets one every ~27 steps;
+    # with timeout_iters 60 the gate holds a prompt about 25 steps (~0.6 s) and TPOT barely moves.
+    costs = _costs(servers=8)
+    plain = _rounds_profile(10.0).model_copy(update={"closed_loop_rank_groups": True})
+    balanced = plain.model_copy(update={"attention_dp_balance_timeout_iters": 60, "attention_dp_batching_wait_iters": 0})
+    off, on = colocated_closed_loop(costs, 64, plain), colocated_closed_loop(costs, 64, balanced)
+    tau_s = on.tpot_ms.mean / 1e3
+    expected_ms = attention_dp_balance_wait_steps(8, 8, on.throughput_rps * tau_s, 60, 0)[0] * on.tpot_ms.mean
+    assert 300.0 < expected_ms < 1200.0
+    # The longer cycle lowers the load a little, so the rest of TTFT (the prompts' own queue) falls a little.
+    assert 0.8 * expected_ms < on.ttft_ms.mean - off.ttft_ms.mean < expected_ms
+    assert on.tpot_ms.mean == pytest.approx(off.tpot_ms.mean, rel=0.06)
+    assert on.throughput_rps < off.throughput_rps
+    # Without attention DP there is no gate.
+    one = _costs(servers=1)
+    assert colocated_closed_loop(one, 64, balanced).ttft_ms.mean == colocated_closed_loop(one, 64, plain).ttft_ms.mean
 
 
 def _rounds_profile(rounds: float):

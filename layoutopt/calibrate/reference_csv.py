@@ -20,7 +20,8 @@ NUMERIC_COLUMNS = ("isl", "osl", "ttft_ms", "tpot_ms")
 OPTIONAL_NUMERIC_COLUMNS = ("concurrency", "tp", "pp", "attention_dp", "moe_tp", "moe_ep", "prefill_workers",
                             "prefill_tp", "prefill_pp", "prefill_attention_dp", "prefill_moe_tp", "prefill_moe_ep",
                             "decode_workers", "decode_tp", "decode_pp", "decode_attention_dp", "decode_moe_tp",
-                            "decode_moe_ep", "decode_batch", "step_token_budget")
+                            "decode_moe_ep", "decode_batch", "step_token_budget",
+                            "attention_dp_balance_timeout_iters", "attention_dp_batching_wait_iters")
 MODES = ("agg", "disagg")
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -60,7 +61,9 @@ def reference_cases(path: Path, aiconfigurator_launch: bool = False
 
     A row's step token budget is its optional ``step_token_budget`` column, else AIConfigurator's
     rule when ``aiconfigurator_launch`` (the reference rows' launches), else the engine's default:
-    a user's own runs are not assumed to have been launched the way the reference rows were."""
+    a user's own runs are not assumed to have been launched the way the reference rows were. The same
+    holds for TensorRT-LLM's attention-DP balancing (``attention_dp_balance_timeout_iters`` and
+    ``attention_dp_batching_wait_iters`` columns, else the reference launches' setting, else off)."""
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         header = list(reader.fieldnames or [])

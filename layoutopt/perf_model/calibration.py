@@ -103,6 +103,15 @@ class EngineProfile(BaseModel):
                                           "prompts arrive in groups of one per rank that share a lockstep step "
                                           "(the engine spreads each fetched group of requests over the ranks and "
                                           "a rank's step takes one prompt; closed_loop.colocated_closed_loop)")
+    attention_dp_balance_timeout_iters: int | None = Field(
+        default=None, ge=0, description="TensorRT-LLM attention_dp_config with enable_balance: true: its "
+        "timeout_iters, the iterations context requests are held while some attention-DP rank has none "
+        "(closed_loop.attention_dp_balance_wait_steps); None: no balancing (TensorRT-LLM's default, "
+        "AttentionDpConfig.enable_balance False). A launch setting, not fitted")
+    attention_dp_batching_wait_iters: int = Field(
+        default=10, ge=0, description="attention_dp_config.batching_wait_iters with balancing on: iterations "
+        "context requests are held once every rank has one (TensorRT-LLM's default 10, llmapi/llm_args.py "
+        "AttentionDpConfig)")
     closed_loop_rounds: float = Field(default=10.0, ge=1, description="rounds of a closed-loop benchmark the "
                                       "first burst (all clients start at once) is averaged over: mean TTFT = "
                                       "steady + (first-round TTFT - steady) / rounds (closed_loop.py)")

@@ -137,6 +137,58 @@ def rank_grouped(costs: PhaseCosts, profile: EngineProfile | None) -> PhaseCosts
     return dataclasses.replace(costs, prompts_in_rank_groups=True)
 
 
+def attention_dp_balance_wait_steps(ranks: int, sequences_per_rank: float, arrivals_per_step: np.ndarray | float,
+                                    timeout_iters: int, batching_wait_iters: int) -> np.ndarray:
+    """Mean steps a new prompt waits at TensorRT-LLM's attention-DP balance gate (closed loop).
+
+    With ``attention_dp_config: {enable_balance: true}`` the executor holds every rank's context
+    requests until each attention-DP rank has one, then (when every rank also decodes) for
+    ``batching_wait_iters`` more iterations; its counter of iterations without that condition runs
+    whether prompts wait or not, and at ``timeout_iters`` it releases what waits and restarts
+    (PyExecutor._balance_adp_requests, called from _schedule when enable_attention_dp and
+    enable_balance; tensorrt_llm/_torch/pyexecutor/py_executor.py, public repository, release not
+    pinned). A new request goes to a rank below ceil(active / ranks) requests
+    (ExecutorRequestQueue._balance_requests_across_ranks, expected_num_active_requests), which in a
+    closed loop is the rank its predecessor finished on, so a rank receives prompts as its
+    sequences finish: at a per-rank rate lambda = arrivals per step / ranks, about Poisson once
+    lengths vary. A gate cycle from one release to the next then lasts
+
+        C = F + B if F < T, else T,        F = max over ranks of Exp(lambda),  P(F <= t) = (1 - e^-lambda t)^ranks
+
+    and a prompt arriving at a random point of it waits E[C^2] / (2 E[C]) steps. A rank whose
+    sequences have all finished has no generation request and opens the gate at once
+    (``sequences_per_rank`` <= 1 waits nothing), as does a single rank.
+    """
+    rate = np.atleast_1d(np.asarray(arrivals_per_step, dtype=float))
+    if ranks <= 1 or sequences_per_rank <= 1.0 or timeout_iters <= 0:
+        return np.zeros_like(rate)
+    t = np.linspace(0.0, float(timeout_iters), 129)
+    per_rank = np.maximum(rate, 1e-12)[:, None] / ranks
+    survival = 1.0 - (-np.expm1(-per_rank * t)) ** ranks          # P(F > t) on [0, T]
+    mean_min = np.trapezoid(survival, t, axis=1)                  # E[min(F, T)]
+    square_min = np.trapezoid(2.0 * t * survival, t, axis=1)      # E[min(F, T)^2]
+    timed_out = survival[:, -1]                                   # P(F > T)
+    filled = 1.0 - timed_out
+    b = float(batching_wait_iters)
+    mean_f_filled = mean_min - timeout_iters * timed_out          # E[F; F < T]
+    mean_cycle = mean_min + b * filled
+    square_cycle = square_min + 2.0 * b * mean_f_filled + b * b * filled
+    return square_cycle / (2.0 * np.maximum(mean_cycle, 1e-12))
+
+
+def _balance_wait_s(costs: PhaseCosts, profile: EngineProfile | None, held: float, rate_rps: np.ndarray,
+                    tpot_s: np.ndarray) -> np.ndarray:
+    """Seconds of TTFT at the attention-DP balance gate (:func:`attention_dp_balance_wait_steps`), one
+    per load point: returns arrive at ``rate x step`` per step, a step lasting the mean TPOT."""
+    timeout = None if profile is None else profile.attention_dp_balance_timeout_iters
+    if timeout is None:
+        return np.zeros_like(np.asarray(rate_rps, dtype=float))
+    ranks = int(costs.prefill_servers)
+    steps = attention_dp_balance_wait_steps(ranks, held / max(ranks, 1), rate_rps * tpot_s, timeout,
+                                            profile.attention_dp_batching_wait_iters)
+    return steps * tpot_s
+
+
 def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
     """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`.
 
@@ -150,7 +202,8 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
     held = min(concurrency, float(costs.max_batch_size))
     cohort_s = prompts_ahead(held, profile) * costs.mean_input_tokens * costs.chunk_s_per_token
     grid = colocated_rows(costs, None, CLOSED_LOOP_ARRIVAL_SCV, population=held)
-    population = grid.rate_rps * (grid.ttft_mean_s + cohort_s + steps * grid.tpot_mean_s)
+    gate_s = _balance_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s)
+    population = grid.rate_rps * (grid.ttft_mean_s + cohort_s + gate_s + steps * grid.tpot_mean_s)
     found = _crossing(population, held, grid.stable)
     if found is None:  # saturated before holding them all: run at the last stable load
         k = int(np.nonzero(grid.stable)[0].max(initial=0))
@@ -160,7 +213,7 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
         batch = float(np.exp(np.log(grid.batch[k]) + frac * (np.log(grid.batch[k + 1]) - np.log(grid.batch[k])))
                       if frac > 0 else grid.batch[k])
     row = colocated_rows(costs, np.array([batch]), CLOSED_LOOP_ARRIVAL_SCV, population=held)
-    row = _with_ttft_added(row, cohort_s)
+    row = _with_ttft_added(row, cohort_s + float(_balance_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s)[0]))
     return _finish(costs, row, concurrency, held if found is not None else None, steps, "colocated",
                    _first_round_s(held, costs.mean_input_tokens * costs.chunk_s_per_token,
                                   float((costs.prefill_s * costs.input_weights).sum()) + costs.request_overhead_s),

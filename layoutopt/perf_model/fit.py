@@ -82,7 +82,9 @@ def predict(case: MeasuredCase, engine: calibration.EngineLike | None = None) ->
 
 def _with_budget(profile: calibration.EngineProfile, case: MeasuredCase) -> calibration.EngineProfile:
     """``profile`` with the step token budget the case's launch configured (``case.step_token_budget``,
-    one attention-DP rank's), where known."""
+    one attention-DP rank's), where known, and the attention-DP balancing it set."""
+    if case.attention_dp_balance_timeout_iters is not None:
+        profile = _balanced(profile, case.attention_dp_balance_timeout_iters, case.attention_dp_batching_wait_iters)
     if case.step_token_budget is None:
         return profile
     budget = case.step_token_budget
@@ -94,6 +96,13 @@ def _with_budget(profile: calibration.EngineProfile, case: MeasuredCase) -> cali
     if budget == profile.max_num_batched_tokens:
         return profile
     return _budgeted(profile, budget)
+
+
+@lru_cache(maxsize=1024)
+def _balanced(profile: calibration.EngineProfile, timeout_iters: int, batching_wait_iters: int
+              ) -> calibration.EngineProfile:
+    return profile.model_copy(update={"attention_dp_balance_timeout_iters": timeout_iters,
+                                      "attention_dp_batching_wait_iters": batching_wait_iters})
 
 
 @lru_cache(maxsize=4096)

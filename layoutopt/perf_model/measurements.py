@@ -70,6 +70,10 @@ class MeasuredCase:
     # row or the caller says how it was launched (a step_token_budget column, benchmark_token_budget
     # for AIConfigurator launches); None: the engine's default.
     step_token_budget: int | None = None
+    # TensorRT-LLM attention-DP balancing the run's launch set (attention_dp_config): timeout_iters, None
+    # when off (the engine's default), and batching_wait_iters (reference_attention_dp_balance).
+    attention_dp_balance_timeout_iters: int | None = None
+    attention_dp_batching_wait_iters: int = 10
 
 
 _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms")
@@ -82,6 +86,27 @@ _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms
 # d373d5f8, and every version of the file from 2026-01 to 2026-04): the reference B200 file's 88
 # DeepSeek-R1 rows with that image (InferenceX PRs 632 and 642). Spelled as the CSV writes it, with
 # '#' or '/' after the registry.
+# attention_dp_config (timeout_iters, batching_wait_iters) of InferenceX's TensorRT-LLM single-node launch
+# scripts, which wrote ``enable_balance: true`` whenever DP_ATTENTION was true, by the checkpoint they
+# serve (one script per model family): dsr1_fp4_b200_trt.sh:81-84 and dsr1_fp8_b200_trt.sh:51-54 set
+# timeout_iters 60 and batching_wait_iters 0; gptoss_fp4_b200_trt.sh:66-67 sets enable_balance alone, so
+# TensorRT-LLM's defaults 50 and 10 hold (llmapi/llm_args.py AttentionDpConfig). SemiAnalysisAI/InferenceX
+# benchmarks/ at b0c4ed21b (2026-01-22); the same since the scripts' first versions (ec90f3fe7 2025-09-18,
+# 28e5a01ea 2025-09-19) and after (6eecc0e66, single_node/ 8d81e0bf4), so over every reference row's date.
+INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE: dict[str, tuple[int, int]] = {
+    "deepseek-ai/DeepSeek-R1": (60, 0), "deepseek-ai/DeepSeek-V3": (60, 0), "openai/gpt-oss-120b": (50, 10)}
+
+
+def reference_attention_dp_balance(engine: str, mode: str, model_id: str, layout: Layout | None
+                                   ) -> tuple[int, int] | None:
+    """(timeout_iters, batching_wait_iters) of TensorRT-LLM's attention-DP balancing in a reference row's
+    launch (:data:`INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE`), None where it was off or is not known: rows
+    of other engines, disaggregated rows (other launch recipes) and workers without attention DP."""
+    if engine != "trtllm" or mode != "agg" or layout is None or layout.dp_size <= 1:
+        return None
+    return INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE.get(model_id)
+
+
 SPECULATIVE_DECODING_IMAGES = frozenset({"nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3"})
 
 
@@ -225,7 +250,10 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
     ``default_gpu`` names it for files without that column. A row's step token budget
     (``MeasuredCase.step_token_budget``) is its optional ``step_token_budget`` column; without one,
     ``aiconfigurator_launch`` says the run was launched by AIConfigurator's generator, as the
-    reference rows were (:func:`benchmark_token_budget`), else the engine's default budget.
+    reference rows were (:func:`benchmark_token_budget`), else the engine's default budget. Likewise
+    TensorRT-LLM's attention-DP balancing: the ``attention_dp_balance_timeout_iters`` and
+    ``attention_dp_batching_wait_iters`` columns, else, with ``aiconfigurator_launch``, the reference
+    rows' launch scripts' setting (:func:`reference_attention_dp_balance`), else off.
     """
     from layoutopt.hardware_catalog.catalog import get_gpu
     from layoutopt.model_catalog.catalog import get_model
@@ -303,10 +331,24 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
         budget = _degree(row, "step_token_budget", 0) or None
         if budget is None and aiconfigurator_launch:
             budget = benchmark_token_budget(engine, isl, concurrency, layout, prefill)
+        balance = _attention_dp_balance(row, engine, mode, layout, aiconfigurator_launch)
         cases.append(MeasuredCase(rid, engine, mode, row["model"], isl, int(float(row["osl"])),
                                   concurrency, layout, prefill, p_count, decode, d_count, batch, ttft, tpot,
-                                  assumed, gpu, budget))
+                                  assumed, gpu, budget, *balance))
     return cases, left_out
+
+
+def _attention_dp_balance(row: dict, engine: str, mode: str, layout: Layout | None,
+                          reference_launch: bool) -> tuple[int | None, int]:
+    """(timeout_iters or None, batching_wait_iters) of a row: its ``attention_dp_balance_timeout_iters`` and
+    ``attention_dp_batching_wait_iters`` columns when it has them, else the reference launches' setting
+    (:func:`reference_attention_dp_balance`) when ``reference_launch``, else balancing off."""
+    written = _num(row.get("attention_dp_balance_timeout_iters"))
+    if written is not None:
+        wait = _num(row.get("attention_dp_batching_wait_iters"))
+        return max(int(written), 0), 10 if wait is None else max(int(wait), 0)
+    found = reference_attention_dp_balance(engine, mode, row["model"], layout) if reference_launch else None
+    return (None, 10) if found is None else found
 
 
 def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: Layout | None,
