@@ -28,7 +28,7 @@ import numpy as np
 from layoutopt.errors import LayoutError
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog import get_model
-from layoutopt.perf_model import memory
+from layoutopt.perf_model import memory, step
 from layoutopt.perf_model.compute import forward_coefficients
 from layoutopt.plan import Layout
 from layoutopt.perf_model.step import decode_step_time_array, prefill_time_s
@@ -73,6 +73,7 @@ def evaluate(model, gpu, layout) -> float:
 def clear_caches() -> None:
     forward_coefficients.cache_clear()
     memory._coefficients.cache_clear()
+    step._columns.clear()
 
 
 def rate(cands, seconds: float, cold: bool) -> float:

@@ -106,3 +106,32 @@ def test_pool_sizes_share_one_core_and_get_what_a_fresh_one_gives():
             assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
     # The pool sizes differ where they should (the slot wait), so the check above compares something.
     assert not np.array_equal(warm[0].ttft_q_s, warm[2].ttft_q_s)
+
+
+def test_stacked_lookups_equal_each_tables_own():
+    """colocated_bounds._Stack reads the decode step, its spread and the prompt extras and floors of
+    tables with grids and anchors of different lengths exactly as each table's own methods do."""
+    import numpy as np
+
+    from layoutopt.perf_model.colocated_bounds import _Stack
+
+    model, gpu = get_model("deepseek-v3"), get_gpu("B200")
+    for engine in ("vllm", "trtllm"):
+        tables = []
+        for layout in LAYOUTS[("deepseek-v3", "B200")]:
+            try:
+                tables.append(phase_costs(model, gpu, layout, "colocated", preset_workload("chat"), engine))
+            except Exception:  # a layout that does not fit
+                continue
+        assert len(tables) >= 4
+        assert len({len(t.batch_grid) for t in tables}) > 1 or len({len(t.prompt_batches) for t in tables}) > 1
+        stack = _Stack(tables)
+        # Below, on and between the grid points, past the last one (the tail line) and at 1.
+        batch = np.stack([np.concatenate([[1e-3, 0.5, 1.0], t.batch_grid[:5], t.batch_grid[-5:] * 1.37,
+                                          [t.max_batch_size * 3.0]]) for t in tables])
+        assert (stack.decode_at(batch) == np.stack([t.decode_at(b) for t, b in zip(tables, batch)])).all()
+        assert (stack.decode_spread_at(batch) == np.stack([t.decode_spread_at(b) for t, b in zip(tables, batch)])).all()
+        assert (stack.prompt_extra_at(batch) == np.concatenate([t.prompt_extra_at(b) for t, b in zip(tables, batch)])).all()
+        if engine == "trtllm":  # an eager launch floor
+            assert (stack.prompt_floor_at(batch)
+                    == np.concatenate([t.prompt_floor_at(b) for t, b in zip(tables, batch)])).all()

@@ -346,6 +346,11 @@ def test_prefill_shares_its_stage_column_across_pipeline_depths(model, layout):
         piped, column = (forward_coefficients(spec, gpu, x, engine, None) for x in (layout, flat))
         assert piped.pp == layout.pp_size and column.pp == 1
         assert dataclasses.replace(piped, pp=1, pp_link=column.pp_link) == column
+        # Both depths read one column object, equal field by field to the one-stage layout's coefficients.
+        step._columns.clear()
+        shared = step._column_coefficients(spec, gpu, layout, engine, None)
+        assert shared == column and shared.pp == 1
+        assert step._column_coefficients(spec, gpu, flat, engine, None) is shared
         for prompt, batch, cached in [(2048, 1, 0), (3000, 3, 1000), (17, 16, 5)]:
             step._prefill_column_memo.clear()
             total = step.prefill_time_s(spec, gpu, layout, prompt, batch, cached, engine=engine)

@@ -22,9 +22,10 @@ from layoutopt.perf_model.costs import PhaseCosts
 from layoutopt.perf_model.load_colocated import (
     _LOCKSTEP_MU,
     _colocated_tpot_quantiles,
+    _lockstep_exact,
     _lockstep_spline,
     _sharing_penalty,
-    lockstep_share,
+    lockstep_window,
     service_quantiles,
     tau_from_extras,
 )
@@ -56,7 +57,8 @@ def colocated_tpot_ceilings_rps(tables: Sequence[PhaseCosts], quantiles: tuple[f
     width = parts.shape[1]
     steps = _decode_steps(first)
     weights = first.input_weights
-    tau_all, rate_all, d_all, extra_all, effective_all = _stacked_tau(tables, parts, steps)
+    stack = _Stack(tables)
+    tau_all, rate_all, d_all, extra_all, effective_all = _stacked_tau(tables, stack, parts, steps)
     shape = (count, width)
     tau_all, rate_all, d_all = tau_all.reshape(shape), rate_all.reshape(shape), d_all.reshape(shape)
     bins = extra_all.shape[1]
@@ -80,13 +82,13 @@ def colocated_tpot_ceilings_rps(tables: Sequence[PhaseCosts], quantiles: tuple[f
     rho = rate * (occupancy * weights).sum(axis=1)
     tail = per_row(np.array([t.prefill_tail_factor for t in tables]), rows)
     prompt_tokens = n * first.mean_input_tokens / steps
-    max_batch = per_row(np.array([float(t.max_batch_size) for t in tables]), rows)
+    max_batch = per_row(stack.max_batch, rows)
     stable = (rate_up > rate) & (prompt_tokens <= budget) & (rho < 1.0) & (n <= max_batch * (1 + 1e-9))
 
     quantiles = _with_defaults(quantiles)
     own_step = (d + mean_extra + delay) * busy + extra.min(axis=1) * (1.0 - busy)
-    spread = np.concatenate([t.decode_spread_at(g) for t, g in zip(tables, grids)])
-    alone = per_row(np.array([float(t.decode_at(1.0)) for t in tables]), rows)[:, None]
+    spread = stack.decode_spread_at(grids).ravel()
+    alone = per_row(stack.decode_at(np.ones((count, 1))).ravel(), rows)[:, None]
     floors_q = np.maximum(_colocated_tpot_quantiles(first, rate, tau, mean_extra, extra_sq * tail, own_step, spread,
                                                     quantiles, True), alone)
     # _worst_ratio with the TPOT targets only, then the TTFT of each table's first row alone.
@@ -113,12 +115,12 @@ def colocated_tpot_ceilings_rps(tables: Sequence[PhaseCosts], quantiles: tuple[f
     return out
 
 
-def _stacked_tau(tables: Sequence[PhaseCosts], parts: np.ndarray, steps: float):
+def _stacked_tau(tables: Sequence[PhaseCosts], stack: "_Stack", parts: np.ndarray, steps: float):
     """``load_colocated._colocated_tau`` of every table at its row of ``parts``, rows stacked."""
     first = tables[0]
     n = parts.ravel()
-    d = np.concatenate([t.decode_at(seen_batch(t, p)) for t, p in zip(tables, parts)])
-    extra = np.concatenate([t.prompt_extra_at(p) for t, p in zip(tables, parts)])
+    d = stack.decode_at(np.minimum(1.0 + parts, np.maximum(stack.max_batch[:, None], parts))).ravel()  # seen_batch
+    extra = stack.prompt_extra_at(parts)
     per_step = n / steps
     ranks = max(first.prefill_servers, 1)
     width = parts.shape[1]
@@ -127,7 +129,7 @@ def _stacked_tau(tables: Sequence[PhaseCosts], parts: np.ndarray, steps: float):
     extra = extra + _sharing_penalty(view, n, extra, per_step / ranks if ranks > 1 else per_step)[:, None]
     floor = None
     if first.prompt_floor_s is not None:
-        floor = np.concatenate([t.prompt_floor_at(p) for t, p in zip(tables, parts)])
+        floor = stack.prompt_floor_at(parts)
     share = _stacked_lockstep_share(per_step, ranks, width)[:, None] if ranks > 1 else None
     return tau_from_extras(d, n, steps, per_step, extra, share, floor, first.input_weights)
 
@@ -143,8 +145,101 @@ def _stacked_lockstep_share(prompts_per_step: np.ndarray, ranks: int, width: int
     out = np.empty_like(mu)
     if inside.any():
         out[inside] = _lockstep_spline(ranks)(np.log(mu[inside]))
-    outside = ~inside
-    for start in np.flatnonzero(outside.reshape(-1, width).any(axis=1)) * width:
-        rows = slice(start, start + width)
-        out[rows][outside[rows]] = lockstep_share(mu[rows][outside[rows]], ranks)
+    # Tables whose rows outside the range share a window are summed together (each row's sum
+    # depends on its mu and the window only).
+    outside = (~inside).reshape(-1, width)
+    mu_tables = mu.reshape(-1, width)
+    by_window: dict[int, list[int]] = {}
+    for table in np.flatnonzero(outside.any(axis=1)):
+        window = lockstep_window(float(mu_tables[table][outside[table]].max()), ranks)
+        by_window.setdefault(window, []).append(int(table))
+    out_tables = out.reshape(-1, width)
+    for window, tables in by_window.items():
+        rows = outside[tables]
+        values = _lockstep_exact(mu_tables[tables][rows], ranks, window)
+        block = out_tables[tables]
+        block[rows] = values
+        out_tables[tables] = block
     return out
+
+
+def _padded(arrays: Sequence[np.ndarray], fill: float) -> np.ndarray:
+    """The 1-d ``arrays`` as the rows of one array, each padded with ``fill`` to the longest."""
+    out = np.full((len(arrays), max(len(a) for a in arrays)), fill)
+    for row, a in zip(out, arrays):
+        row[:len(a)] = a
+    return out
+
+
+def _stacked_interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """``np.interp(x[t], xp[t, :last[t] + 1], fp[t, :last[t] + 1])`` of every table t (rows of ``x``;
+    ``xp`` padded with +inf), with numpy's operations: ``fp[0]`` below the first point, ``fp[j]`` on
+    a point and at or past the last, else ``slope_j (x - xp[j]) + fp[j]`` with
+    ``slope_j = (fp[j+1] - fp[j]) / (xp[j+1] - xp[j])`` (numpy/_core/src/multiarray/compiled_base.c, arr_interp)."""
+    rows = np.arange(len(x))[:, None]
+    j = (xp[:, None, :] <= x[:, :, None]).sum(axis=2) - 1           # xp[j] <= x < xp[j + 1]
+    below = j < 0
+    j = np.maximum(j, 0)
+    following = np.minimum(j + 1, last[:, None])
+    xj, fj = xp[rows, j], fp[rows, j]
+    exact = below | (j == last[:, None]) | (xj == x)
+    slope = (fp[rows, following] - fj) / np.where(exact, 1.0, xp[rows, following] - xj)
+    return np.where(exact, fj, slope * (x - xj) + fj)
+
+
+class _Stack:
+    """The step tables of a batch, padded to common shapes, with ``PhaseCosts``' lookups (decode step,
+    its spread, prompt extras and floors) for all tables at once: the same operations on the same
+    numbers per table, so the same floats as each table's own method (tests/test_colocated_bounds.py)."""
+
+    def __init__(self, tables: Sequence[PhaseCosts]):
+        self.tables = tables
+        self.max_batch = np.array([float(t.max_batch_size) for t in tables])
+        self.grid_last = np.array([len(t.batch_grid) - 1 for t in tables])
+        self.grid = _padded([t.batch_grid for t in tables], np.inf)
+        self.decode_s = _padded([t.decode_step_s for t in tables], 0.0)
+        tails = [t._decode_tail if len(t.batch_grid) > 1 else (np.inf, 0.0, 0.0) for t in tables]
+        self.tail_batch, self.tail_s, self.tail_slope = (np.array(column)[:, None] for column in zip(*tails))
+
+    def decode_at(self, batch: np.ndarray) -> np.ndarray:
+        """``tables[t].decode_at(batch[t])`` for every row t."""
+        inside = _stacked_interp(batch, self.grid, self.decode_s, self.grid_last)
+        return np.where(batch > self.tail_batch, self.tail_s + self.tail_slope * (batch - self.tail_batch), inside)
+
+    def decode_spread_at(self, batch: np.ndarray) -> np.ndarray:
+        """``tables[t].decode_spread_at(batch[t])`` for every row t."""
+        if any(t.decode_seq_spread_s is None for t in self.tables):
+            return np.stack([t.decode_spread_at(b) for t, b in zip(self.tables, batch)])
+        per_seq = _stacked_interp(batch, self.grid, _padded([t.decode_seq_spread_s for t in self.tables], 0.0),
+                                  self.grid_last)
+        return np.sqrt(np.maximum(batch, 0.0)) * per_seq
+
+    def prompt_extra_at(self, batch: np.ndarray) -> np.ndarray:
+        """``tables[t].prompt_extra_at(batch[t])`` of every row t, stacked: (tables x batches, lengths)."""
+        return self._per_batch([t.prompt_extra_s for t in self.tables], batch)
+
+    def prompt_floor_at(self, batch: np.ndarray) -> np.ndarray:
+        """``tables[t].prompt_floor_at(batch[t])`` of every row t, stacked (every table has a floor)."""
+        return self._per_batch([t.prompt_floor_s for t in self.tables], batch)
+
+    def _per_batch(self, values: Sequence[np.ndarray | None], batch: np.ndarray) -> np.ndarray:
+        """``PhaseCosts._per_batch``: between the two prompt-batch anchors around each batch, linearly,
+        clipped to the anchors' range and to >= 0; one anchor's row as it is."""
+        tables = self.tables
+        if any(t.prompt_batches is None or v is None or len(t.prompt_batches) < 2 for t, v in zip(tables, values)):
+            return np.concatenate([t._per_batch(v, b) for t, v, b in zip(tables, values, batch)])
+        count, width = batch.shape
+        anchors = _padded([t.prompt_batches for t in tables], np.inf)
+        slots = anchors.shape[1]
+        # Every table's rows padded to ``slots`` anchors, one after the other: row gathers, as the
+        # one-table path's table[i].
+        table = np.concatenate([np.concatenate([v, np.zeros((slots - len(v), v.shape[1]))]) for v in values])
+        last = np.array([len(t.prompt_batches) - 2 for t in tables])[:, None]
+        # np.searchsorted(anchors, batch) (side "left") counts the anchors below the batch.
+        i = np.minimum(np.maximum((anchors[:, None, :] < batch[:, :, None]).sum(axis=2) - 1, 0), last)
+        rows = np.arange(count)[:, None]
+        low, high = anchors[rows, i], anchors[rows, i + 1]
+        w = np.minimum(np.maximum((batch - low) / (high - low), 0.0), 1.0).reshape(-1, 1)
+        at = (rows * slots + i).ravel()
+        mixed = table[at] * (1.0 - w) + table[at + 1] * w
+        return np.maximum(mixed, 0.0)

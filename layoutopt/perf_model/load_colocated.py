@@ -336,16 +336,24 @@ def _lockstep_spline(ranks: int) -> CubicSpline:
     return CubicSpline(np.log(_LOCKSTEP_MU), values)
 
 
-def _lockstep_exact(mu: np.ndarray, ranks: int) -> np.ndarray:
+def _lockstep_exact(mu: np.ndarray, ranks: int, width: int | None = None) -> np.ndarray:
     """E[ceil(K / r)] / mu = sum_{j >= 0} P(K > j r) / mu. Terms with j r below mu - 9 sqrt(mu) - 9
-    are 1 (P(K <= j r) < 1e-17) and are counted, not computed; terms past mu + 9 sqrt(mu) + 9 vanish."""
+    are 1 (P(K <= j r) < 1e-17) and are counted, not computed; terms past mu + 9 sqrt(mu) + 9 vanish.
+    ``width``: the terms summed per row (default ``lockstep_window(mu.max(), ranks)``); each row's
+    value depends on its own mu and the width only."""
     mu = np.asarray(mu, dtype=float)
     if not mu.size:
         return mu.copy()
     lo = np.maximum(np.floor((mu - 9.0 * np.sqrt(mu) - 9.0) / ranks), 0.0)
-    width = int(math.ceil((18.0 * math.sqrt(float(mu.max())) + 18.0) / ranks)) + 2
+    if width is None:
+        width = lockstep_window(float(mu.max()), ranks)
     j = lo[:, None] + np.arange(width)[None, :]
     return (lo + pdtrc(j * ranks, mu[:, None]).sum(axis=1)) / mu
+
+
+def lockstep_window(mu_max: float, ranks: int) -> int:
+    """Terms ``_lockstep_exact`` sums per row for rows whose largest mu is ``mu_max``."""
+    return int(math.ceil((18.0 * math.sqrt(mu_max) + 18.0) / ranks)) + 2
 
 
 def _sharing_penalty(costs: PhaseCosts, n: np.ndarray, extra: np.ndarray, per_step: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ All functions are pure and return seconds. Pipeline parallelism (DESIGN section 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Literal
 
@@ -27,7 +28,7 @@ from layoutopt.perf_model.calibration import ACTIVATION_BYTES_PER_VALUE, EngineL
 from layoutopt.perf_model.compute import ForwardCoefficients, forward_coefficients, forward_pass_costs
 from layoutopt.perf_model.memo import KeepAliveMemo, identity_memo
 from layoutopt.plan import Layout
-from layoutopt.perf_model.links import Link
+from layoutopt.perf_model.links import Link, intra_instance_link
 
 Bottleneck = Literal["compute", "memory", "communication", "overhead"]
 
@@ -171,9 +172,26 @@ def _column_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
                          link: Link | None) -> ForwardCoefficients:
     """``forward_coefficients`` of ``layout`` with one pipeline stage: the same numbers but for
     ``pp`` and ``pp_link``, which ``forward_pass_costs`` never reads (a pass is costed per stage
-    column; ``_stage_hop_s`` adds the stage boundaries)."""
-    column = layout if layout.pp_size == 1 else layout.model_copy(update={"pp_size": 1})
-    return forward_coefficients(model, gpu, column, engine, link)
+    column; ``_stage_hop_s`` adds the stage boundaries).
+
+    Layouts that differ only in ``pp`` get one shared object (``_prefill_column_memo`` keys on
+    it): the first of them to ask gives its own coefficients with ``pp`` 1 and the stage link
+    (no other coefficient depends on ``pp``; tests/test_perf_step.py checks them equal to those
+    of the one-stage layout), without a second ``forward_coefficients`` of a copied layout."""
+    key = (id(model), id(gpu), layout.tp_size, layout.dp_size, layout.ep_size, layout.dcp_size, layout.pcp_size,
+           layout.weight_precision, layout.kv_precision, id(engine), id(link))
+
+    def column() -> ForwardCoefficients:
+        c = forward_coefficients(model, gpu, layout, engine, link)
+        if layout.pp_size == 1:
+            return c
+        return dataclasses.replace(c, pp=1, pp_link=link or intra_instance_link(gpu, layout.gpus_per_stage))
+
+    return _columns.get(key, (model, gpu, engine, link), column)
+
+
+# One-stage coefficients by (model, GPU, degrees but pp, precisions, engine, link); see _column_coefficients.
+_columns = KeepAliveMemo(1 << 13)
 
 
 def _prefill_column(c: ForwardCoefficients, model: ModelSpec, dp: int, pcp: int, prompt_tokens: int,
