@@ -51,14 +51,19 @@ def colocated_tpot_ceilings_rps(tables: Sequence[PhaseCosts], quantiles: tuple[f
     start, stop = grids[:, :-1, None], grids[:, 1:, None]
     points = (start + (stop - start) * np.linspace(0.0, 1.0, fine_points)[None, None, :]).reshape(count, -1)
     full = np.array([[float(t.max_batch_size)] for t in tables])
-    # Per table, the rows _Core puts through _colocated_tau: the grid, the full batch, the grid
-    # 2 % up (stability) and the probe batches.
-    parts = np.concatenate([grids, full, grids * 1.02 + 1e-3, points], axis=1)              # (L, width)
-    width = parts.shape[1]
     steps = _decode_steps(first)
     weights = first.input_weights
+    # Per table, the rows _Core puts through _colocated_tau: the grid, the full batch, the grid
+    # 2 % up (stability) and the probe batches. Their lockstep windows follow all of them; the
+    # rows themselves are computed where they are read: the grid and the grid up first, then the
+    # probe batches of the intervals below each table's first miss (each row's numbers depend on
+    # its batch and its table's window only).
+    windows = _lockstep_windows(np.concatenate([grids, full, grids * 1.02 + 1e-3, points], axis=1), steps,
+                                max(first.prefill_servers, 1))
+    parts = np.concatenate([grids, grids * 1.02 + 1e-3], axis=1)                                # (L, width)
+    width = parts.shape[1]
     stack = _Stack(tables)
-    tau_all, rate_all, d_all, extra_all, effective_all = _stacked_tau(tables, stack, parts, steps)
+    tau_all, rate_all, d_all, extra_all, effective_all = _stacked_tau(tables, stack, parts, steps, windows)
     shape = (count, width)
     tau_all, rate_all, d_all = tau_all.reshape(shape), rate_all.reshape(shape), d_all.reshape(shape)
     bins = extra_all.shape[1]
@@ -66,8 +71,7 @@ def colocated_tpot_ceilings_rps(tables: Sequence[PhaseCosts], quantiles: tuple[f
     tau, rate, d = tau_all[:, :rows].ravel(), rate_all[:, :rows].ravel(), d_all[:, :rows].ravel()
     extra = extra_all[:, :rows].reshape(-1, bins)
     effective = effective_all[:, :rows].reshape(-1, bins)
-    rate_up = rate_all[:, rows + 1:2 * rows + 1].ravel()
-    probe_rate = rate_all[:, 2 * rows + 1:]
+    rate_up = rate_all[:, rows:].ravel()
     n = grids.ravel()
     per_row = np.repeat
 
@@ -102,21 +106,32 @@ def colocated_tpot_ceilings_rps(tables: Sequence[PhaseCosts], quantiles: tuple[f
     rest_of_step = 0.5 * second / tau0 * busy0
     overhead = np.array([t.request_overhead_s for t in tables])[:, None]
     services = (d0 + rest_of_step)[:, None] * busy0[:, None] + extra[::rows] + overhead
-    out = []
+    tops: dict[int, int] = {}
     for k in range(count):
         alone_q = service_quantiles(services[k], weights, quantiles)
         if not ok[k, 0] or any(alone_q[quantiles.index(q)] > target * (1.0 + 1e-9) for q, target in ttft.items()):
-            out.append(0.0)
             continue
         flags = ok[k]
         last = int(np.argmin(flags)) - 1 if not flags.all() else rows - 1
-        top = min(last + 1, rows - 1)
-        out.append(float(probe_rate[k].reshape(-1, fine_points)[:top].max()) * (1.0 + 1e-9))
+        tops[k] = min(last + 1, rows - 1)
+    out = [0.0] * count
+    if tops:
+        # The probe batches of every interval below each table's first miss (and a few more of the
+        # tables with fewer: one rectangle).
+        probed = list(tops)
+        columns = max(tops.values()) * fine_points
+        subset = [tables[k] for k in probed]
+        probe_rate = _stacked_tau(subset, _Stack(subset), points[probed, :columns], steps,
+                                  None if windows is None else [windows[k] for k in probed])[1].reshape(len(probed), -1)
+        for row, k in enumerate(probed):
+            out[k] = float(probe_rate[row, :tops[k] * fine_points].max()) * (1.0 + 1e-9)
     return out
 
 
-def _stacked_tau(tables: Sequence[PhaseCosts], stack: "_Stack", parts: np.ndarray, steps: float):
-    """``load_colocated._colocated_tau`` of every table at its row of ``parts``, rows stacked."""
+def _stacked_tau(tables: Sequence[PhaseCosts], stack: "_Stack", parts: np.ndarray, steps: float,
+                 windows: Sequence[int] | None):
+    """``load_colocated._colocated_tau`` of every table at its row of ``parts``, rows stacked;
+    ``windows``: each table's lockstep window (``_lockstep_windows``; None with one rank)."""
     first = tables[0]
     n = parts.ravel()
     d = stack.decode_at(np.minimum(1.0 + parts, np.maximum(stack.max_batch[:, None], parts))).ravel()  # seen_batch
@@ -130,14 +145,26 @@ def _stacked_tau(tables: Sequence[PhaseCosts], stack: "_Stack", parts: np.ndarra
     floor = None
     if first.prompt_floor_s is not None:
         floor = stack.prompt_floor_at(parts)
-    share = _stacked_lockstep_share(per_step, ranks, width)[:, None] if ranks > 1 else None
+    share = _stacked_lockstep_share(per_step, ranks, width, windows)[:, None] if ranks > 1 else None
     return tau_from_extras(d, n, steps, per_step, extra, share, floor, first.input_weights)
 
 
-def _stacked_lockstep_share(prompts_per_step: np.ndarray, ranks: int, width: int) -> np.ndarray:
+def _lockstep_windows(parts: np.ndarray, steps: float, ranks: int) -> list[int] | None:
+    """Per table (rows of ``parts``, decode batches), the window of ``lockstep_share``'s exact sum over
+    the table's rows outside the spline's range as that function computes it for all of them at
+    once (it follows the largest such mu); 0 where none is outside; None with one rank."""
+    if ranks <= 1:
+        return None
+    mu = np.maximum(parts / steps, 1e-12)
+    outside = ~((mu >= _LOCKSTEP_MU[0]) & (mu <= _LOCKSTEP_MU[-1]))
+    return [lockstep_window(float(m[o].max()), ranks) if o.any() else 0 for m, o in zip(mu, outside)]
+
+
+def _stacked_lockstep_share(prompts_per_step: np.ndarray, ranks: int, width: int, windows: Sequence[int]) -> np.ndarray:
     """``lockstep_share`` of each table's ``width`` rows as that function computes them for the
-    table alone: the spline inside its range for every row at once, the exact sum outside it
-    per table (the sum's window follows the largest of the table's rows outside the range)."""
+    table's rows alone, the exact sum outside the spline's range over the table's window
+    (``windows``): the spline inside its range for every row at once, the exact sum outside it
+    for the tables of one window together (each row's sum depends on its mu and the window only)."""
     mu = np.maximum(np.asarray(prompts_per_step, dtype=float), 1e-12)
     inside = (mu >= _LOCKSTEP_MU[0]) & (mu <= _LOCKSTEP_MU[-1])
     if inside.all():
@@ -145,14 +172,11 @@ def _stacked_lockstep_share(prompts_per_step: np.ndarray, ranks: int, width: int
     out = np.empty_like(mu)
     if inside.any():
         out[inside] = _lockstep_spline(ranks)(np.log(mu[inside]))
-    # Tables whose rows outside the range share a window are summed together (each row's sum
-    # depends on its mu and the window only).
     outside = (~inside).reshape(-1, width)
     mu_tables = mu.reshape(-1, width)
     by_window: dict[int, list[int]] = {}
     for table in np.flatnonzero(outside.any(axis=1)):
-        window = lockstep_window(float(mu_tables[table][outside[table]].max()), ranks)
-        by_window.setdefault(window, []).append(int(table))
+        by_window.setdefault(windows[table], []).append(int(table))
     out_tables = out.reshape(-1, width)
     for window, tables in by_window.items():
         rows = outside[tables]
