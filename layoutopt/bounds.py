@@ -28,8 +28,11 @@ MAX_SIM_REQUESTS = 2_000_000
 # Requests a trace file may hold (sample larger traces down), and its size in bytes.
 MAX_TRACE_REQUESTS = 1_000_000
 MAX_TRACE_BYTES = 64 * 1024 * 1024
-# Arrival rates, req/s: well above any single service, low enough that rate x duration stays exact.
+# Arrival rates, req/s: well above any single service, low enough that rate x duration stays exact;
+# at least one request in about 12 days, so that a mean gap 1 / rate stays finite (1 / 5e-324 is inf,
+# and the simulator's arrival times would be inf - inf).
 MAX_RATE_RPS = 1e7
+MIN_RATE_RPS = 1e-6
 # Seeds of the simulator: numpy takes any integer in [0, 2^64).
 MAX_SEED = 2**64 - 1
 
@@ -69,10 +72,11 @@ def check_int(field: str, value: int, low: int, high: int, what: str) -> int:
 
 
 def check_rate_rps(field: str, value: float) -> float:
-    """An arrival rate in req/s: finite, > 0 and at most ``MAX_RATE_RPS``."""
-    rate = check_finite(field, value, f"a request rate in req/s, > 0 and at most {MAX_RATE_RPS:g}")
-    if not 0 < rate <= MAX_RATE_RPS:
-        raise InputError(field, value, f"a request rate in req/s, > 0 and at most {MAX_RATE_RPS:g}")
+    """An arrival rate in req/s: finite, in ``MIN_RATE_RPS..MAX_RATE_RPS``."""
+    allowed = f"a request rate in req/s, from {MIN_RATE_RPS:g} to {MAX_RATE_RPS:g}"
+    rate = check_finite(field, value, allowed)
+    if not MIN_RATE_RPS <= rate <= MAX_RATE_RPS:
+        raise InputError(field, value, allowed)
     return rate
 
 

@@ -74,6 +74,8 @@ GUARDED_ERRORS = [
     (["simulate", "plan.json", "--requests", "5"], "at least 20 requests", 2),
     (["simulate", "plan.json", "--workload", "nope.yaml"], "nope.yaml", 2),
     (["simulate", "plan.json", "--histogram", "h.txt"], "--histogram: got 'h.txt'", 2),
+    # A denormal rate's mean gap 1 / rate is inf: refused at the option, not an internal error.
+    (["simulate", "plan.json", "--requests", "200", "--rate", "5e-324"], "--rate", 2),
 ]
 
 
@@ -84,3 +86,14 @@ def test_bad_inputs_are_one_line_with_status_2(files, monkeypatch, capsys, args,
     captured = capsys.readouterr()
     assert expected in captured.err
     assert captured.err.strip().count("\n") == 0 and "Traceback" not in captured.err
+
+
+def test_rate_bounds_are_stated_and_inclusive():
+    from layoutopt.bounds import MAX_RATE_RPS, MIN_RATE_RPS, check_rate_rps
+    from layoutopt.errors import InputError
+
+    assert check_rate_rps("--rate", MIN_RATE_RPS) == MIN_RATE_RPS
+    assert check_rate_rps("--rate", MAX_RATE_RPS) == MAX_RATE_RPS
+    for bad in (5e-324, MIN_RATE_RPS / 2, 0.0, MAX_RATE_RPS * 2):
+        with pytest.raises(InputError, match="from 1e-06 to 1e"):
+            check_rate_rps("--rate", bad)

@@ -81,9 +81,12 @@ def test_bad_input_is_one_line_and_status_2(files, capsys, args, expected, statu
 
 def test_very_low_rate_disaggregated_estimate_is_finite(capsys):
     # 1 - (1 - p1)(1 - p2) rounded to 0 at this rate and divided by it (ZeroDivisionError)
-    status, _ = run(EST + ["--isl", "1000", "--osl", "100", "--rate", "1e-300", "--prefill-instances", "1",
-                           "--decode-instances", "1", "--format", "json"], capsys)
+    # (once reachable at --rate 1e-300); rates below bounds.MIN_RATE_RPS are now refused at the option.
+    args = ["--isl", "1000", "--osl", "100", "--prefill-instances", "1", "--decode-instances", "1", "--format", "json"]
+    status, _ = run(EST + args + ["--rate", "1e-6"], capsys)
     assert status == 0
+    status, err = run(EST + args + ["--rate", "1e-300"], capsys)
+    assert status == 2 and "--rate" in err
 
 
 def test_seed_zero_and_largest_are_accepted(files, capsys):

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import click
 from pydantic import BaseModel, ValidationError
 
-from layoutopt.bounds import MAX_INSTANCES, MAX_RATE_RPS, MAX_SEED, MAX_SIM_REQUESTS, MAX_TOKENS
+from layoutopt.bounds import MAX_INSTANCES, MAX_RATE_RPS, MAX_SEED, MIN_RATE_RPS, MAX_SIM_REQUESTS, MAX_TOKENS
 from layoutopt.errors import InfeasibleError, InputError, LayoutoptError
 from layoutopt.io_safe import dumps_json
 
@@ -35,7 +35,7 @@ class FiniteFloatRange(click.FloatRange):
 
 # Option types with the bounds of layoutopt.bounds, shared by every command.
 TOKENS = click.IntRange(1, MAX_TOKENS)
-RATE_RPS = FiniteFloatRange(min=0, max=MAX_RATE_RPS, min_open=True)
+RATE_RPS = FiniteFloatRange(min=MIN_RATE_RPS, max=MAX_RATE_RPS)
 POSITIVE_FINITE = FiniteFloatRange(min=0, min_open=True)
 SIM_REQUESTS = click.IntRange(1, MAX_SIM_REQUESTS)
 SEED = click.IntRange(0, MAX_SEED)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from layoutopt.bounds import MIN_RATE_RPS
 from layoutopt.calibrate.profile_file import ProfileFile
 from layoutopt.errors import unknown_name_error
 from layoutopt.model_catalog.spec import ModelSpec
@@ -91,7 +92,7 @@ class SolveRequest(_Request):
     workload: WorkloadInput = Field(default=None, description=WORKLOAD_DESCRIPTION)
     isl: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="fixed input tokens per request (with osl)")
     osl: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="fixed output tokens per request (with isl)")
-    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+    rate_rps: float | None = Field(default=None, ge=MIN_RATE_RPS, le=MAX_RATE_RPS, allow_inf_nan=False,
                                    description="request rate to serve")
     objective: Objective = "goodput-per-dollar"
     mode: Literal["auto", "colocated", "disaggregated"] = "auto"
@@ -131,7 +132,7 @@ class EstimateRequest(_Request):
     decode_instances: int = Field(default=1, ge=1, le=MAX_INSTANCES)
     concurrency: float | None = Field(default=None, gt=0, le=MAX_CONCURRENCY, allow_inf_nan=False,
                                       description="requests in flight")
-    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+    rate_rps: float | None = Field(default=None, ge=MIN_RATE_RPS, le=MAX_RATE_RPS, allow_inf_nan=False,
                                    description="Poisson arrival rate")
     max_batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH, description="decode sequences per instance cap")
     allow_cross_domain: bool = Field(default=True, description="spread a pipeline stage larger than the GPU's local domain over whole domains (collectives over the NICs), as solve does; false refuses it")
@@ -149,7 +150,7 @@ class SimulateRequest(_Request):
     workload: WorkloadInput = Field(default=None, description="default: the workload recorded in the plan; "
                                     + WORKLOAD_DESCRIPTION)
     slo: SLO | None = Field(default=None, description="default: the SLO recorded in the plan")
-    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)
+    rate_rps: float | None = Field(default=None, ge=MIN_RATE_RPS, le=MAX_RATE_RPS, allow_inf_nan=False)
     num_requests: int | None = Field(default=None, ge=1, le=MAX_SIMULATED_REQUESTS)
     duration_s: float | None = Field(default=None, gt=0, le=MAX_SIMULATED_S)
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
@@ -175,7 +176,7 @@ class FleetMemberRequest(_Request):
     model: CatalogName = Field(description="catalog name or HuggingFace id of a built-in model")
     workload: WorkloadInput = Field(default=None, description="default: the chat preset; " + WORKLOAD_DESCRIPTION)
     slo: SLO = Field(description="the model's SLO, e.g. {ttft_ms: {p90: 1000}, tpot_ms: {p90: 30}}")
-    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+    rate_rps: float | None = Field(default=None, ge=MIN_RATE_RPS, le=MAX_RATE_RPS, allow_inf_nan=False,
                                    description="traffic the plan must serve (required with min-cost)")
     weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT, allow_inf_nan=False,
                           description="value of one req/s of this model in max-goodput and goodput-per-dollar")
@@ -215,7 +216,7 @@ class LengthRoutingRequest(_Request):
     slo: SLO | None = Field(default=None, description="default: p90 TTFT <= 1000 ms, p90 TPOT <= 30 ms, 0.9")
     workload: WorkloadInput = Field(default=None, description="default: the chat preset; a spread of prompt "
                                     "lengths to split; " + WORKLOAD_DESCRIPTION)
-    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+    rate_rps: float | None = Field(default=None, ge=MIN_RATE_RPS, le=MAX_RATE_RPS, allow_inf_nan=False,
                                    description="request rate to serve (default: the workload's arrival rate)")
     mode: Literal["auto", "colocated", "disaggregated"] = "auto"
     engine: Engine = "vllm"
