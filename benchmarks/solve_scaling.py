@@ -23,6 +23,8 @@ interpreter (``STARTUP_IMPORTS``).
 from __future__ import annotations
 
 import argparse
+import glob
+import os
 import resource
 import subprocess
 import sys
@@ -66,10 +68,30 @@ def row(label: str, timing: tuple[float, float], solver, extra: str = "") -> Non
           flush=True)
 
 
+def _live_children_cpu_s() -> float:
+    """CPU seconds of this process's running children (a candidate table's evaluation workers live
+    until the table is built, so their time is not in RUSAGE_CHILDREN yet); 0 where /proc has no
+    children lists."""
+    total = 0.0
+    for listing in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            pids = open(listing).read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                stat = open(f"/proc/{pid}/stat").read()
+            except OSError:  # it ended meanwhile: RUSAGE_CHILDREN has it once it is reaped
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return total
+
+
 def _cpu_s() -> float:
-    """CPU seconds of this process and its finished children (the evaluation workers)."""
+    """CPU seconds of this process and its children (the evaluation workers), finished or running."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + _live_children_cpu_s()
 
 
 def timed(fn, *args, **kwargs):
@@ -93,7 +115,7 @@ def startup_times() -> tuple[float, float]:
     return time.perf_counter() - started, _cpu_s() - cpu
 
 
-_STAGE_NAMES = {"_screen_gpu": "screens", "_evaluate_group_task": "bounds+evaluation", "_pool_job": "pool capacities",
+_STAGE_NAMES = {"_screen_gpu": "screens", "_evaluate_groups_task": "bounds+evaluation", "_pool_job": "pool capacities",
                 "_evaluate_chunk": "evaluation"}
 
 

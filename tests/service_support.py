@@ -119,9 +119,9 @@ def call(url: str, method: str = "GET", body: object = None, raw: bytes | None =
 
 def evaluates_in_process() -> bool:
     """In a service worker: whether candidate evaluation stays in the worker (no processes of its own)."""
-    from layoutopt.optimizer import evaluation
+    from layoutopt.optimizer import workers
 
-    return not evaluation._worker_processes_allowed
+    return not workers._worker_processes_allowed
 
 
 def deaf_sleep(sleep_s: float = 30.0) -> str:

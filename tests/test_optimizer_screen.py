@@ -10,7 +10,7 @@ import pytest
 from layoutopt.engines import check_layout, engine_ref_of
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
-from layoutopt.optimizer import enumeration, evaluation
+from layoutopt.optimizer import enumeration, workers as worker_processes
 from layoutopt.optimizer.engine_rules import RULE_PREFIX
 from layoutopt.optimizer.enumeration import _Screen, _Tally, filter_context, roles_for_mode, screened_proposals
 from layoutopt.optimizer.filters import STRUCTURAL_FILTERS
@@ -69,7 +69,7 @@ def test_screen_by_gpu_type_equals_one_pass(monkeypatch, workers):
     kept, tally, proposed = _one_pass(ctx, gpus, roles)
     # workers=2 goes through the process pool whatever this machine's CPU count.
     monkeypatch.setattr(enumeration, "MIN_PARALLEL_SCREEN_PROPOSALS", 0 if workers > 1 else 10**9)
-    monkeypatch.setattr(evaluation, "available_workers", lambda: workers)
+    monkeypatch.setattr(worker_processes, "available_workers", lambda: workers)
     merged = _Tally()
     screened, count = screened_proposals(_Screen(ctx, engine_ref_of("vllm"), tuple(roles), "auto", PreCuts()),
                                          gpus, merged)

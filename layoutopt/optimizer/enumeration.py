@@ -32,6 +32,7 @@ from layoutopt.optimizer.space import LAYOUT_DEGREES, Proposal, ProposalColumns,
 from layoutopt.perf_model.calibration import LINK_EFFICIENCY, EngineProfile
 from layoutopt.perf_model.capacity import InstancePerf
 from layoutopt.optimizer.evaluation import Dominated, capacities, parallel_map, pruned_capacities
+from layoutopt.optimizer.workers import worker_pool
 from layoutopt.perf_model.kv_transfer import kv_transfer_bytes
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link, inter_node_link
@@ -364,24 +365,27 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     tally = _Tally()
     cuts = DEFAULT_PRE_CUTS if pre_cuts is None else pre_cuts
     screen = _Screen(ctx, ref, tuple(roles_for_mode(mode)), precision, cuts)
-    survivors, num_proposed = screened_proposals(screen, list(gpus), tally)
-    candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links, ref, prune_dominated)
-    if prune_dominated:
-        candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
-    else:
-        dominated, pairs = [], incompatible_pairs(ref, model, candidates)
-    for candidate, reason in dominated:
-        tally.drop("dominated", reason)
-    table = CandidateTable(
-        candidates=tuple(candidates), gpu_limits=dict(gpu_limits), max_usd_per_hour=max_usd_per_hour,
-        min_rate_rps=min_rate_rps, mode=mode, mean_input_tokens=workload.mean_input_tokens,
-        mean_output_tokens=workload.mean_output_tokens, num_considered=num_proposed, filters=tally.records(),
-        fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot, smallest_over_budget=tally.smallest_over_budget,
-        domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
-        incompatible_pairs=pairs,
-    )
-    if not pool_capacities:
-        return table
-    # n instances behind the router share one queue: their capacity as a function of n.
-    return with_pool_capacities(table, ctx.model, {g.name: g for g in gpus}, workload, slo, constants, headroom,
-                                kv_links)
+    # One set of worker processes for the screens, the evaluation and the pool capacities.
+    with worker_pool():
+        survivors, num_proposed = screened_proposals(screen, list(gpus), tally)
+        candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links, ref, prune_dominated)
+        if prune_dominated:
+            candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
+        else:
+            dominated, pairs = [], incompatible_pairs(ref, model, candidates)
+        for candidate, reason in dominated:
+            tally.drop("dominated", reason)
+        table = CandidateTable(
+            candidates=tuple(candidates), gpu_limits=dict(gpu_limits), max_usd_per_hour=max_usd_per_hour,
+            min_rate_rps=min_rate_rps, mode=mode, mean_input_tokens=workload.mean_input_tokens,
+            mean_output_tokens=workload.mean_output_tokens, num_considered=num_proposed, filters=tally.records(),
+            fastest_ttft=tally.fastest_ttft, fastest_tpot=tally.fastest_tpot,
+            smallest_over_budget=tally.smallest_over_budget,
+            domain_capacity_gpus={g: dict(c) for g, c in (domain_capacity_gpus or {}).items()},
+            incompatible_pairs=pairs,
+        )
+        if not pool_capacities:
+            return table
+        # n instances behind the router share one queue: their capacity as a function of n.
+        return with_pool_capacities(table, ctx.model, {g.name: g for g in gpus}, workload, slo, constants, headroom,
+                                    kv_links)

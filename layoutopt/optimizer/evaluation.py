@@ -24,16 +24,14 @@ capacity calls therefore pass ``allow_cross_domain`` and cost such stages over t
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
+from layoutopt.optimizer.workers import available_workers, parallel_map, single_process  # noqa: F401 (API)
 from layoutopt.perf_model.capacity import InstancePerf, instance_capacity, pool_capacities_rps
 from layoutopt.perf_model.capacity_bounds import (
     ROLE_BOUND_TIERS, BoundTier, CapacityBound, capacity_upper_bound, capacity_upper_bounds,
@@ -48,6 +46,8 @@ MIN_PARALLEL_PROPOSALS = 400
 # Proposals per task sent to a worker (amortizes pickling the shared inputs).
 CHUNK_PROPOSALS = 64
 CACHE_ENTRIES = 100_000
+# GPU types per worker above which each GPU type's groups are one task (``_bundles``).
+GPU_TASKS_PER_WORKER = 3
 
 Job = tuple[GpuSpec, Layout, Role, "Link | None"]
 # Whether shape ``better`` (real capacity) dominates shape ``worse`` (capacity: an upper bound).
@@ -95,52 +95,6 @@ def _evaluate_chunk(shared: _Shared, jobs: Sequence[Job]) -> list[InstancePerf]:
     return [instance_capacity(shared.model, gpu, layout, role, shared.workload, shared.slo, engine=shared.engine,
                               headroom=shared.headroom, kv_link=link, allow_cross_domain=True)
             for gpu, layout, role, link in jobs]
-
-
-def available_workers() -> int:
-    """CPUs this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - platforms without affinity masks
-        return max(1, os.cpu_count() or 1)
-
-
-# False in processes that must not start evaluation workers of their own (the service's workers:
-# the service runs requests side by side in processes it can stop, and a stopped process must not
-# leave workers behind that keep computing). ``single_process()`` sets it.
-_worker_processes_allowed = True
-
-
-def single_process() -> None:
-    """Evaluate in this process from now on (for process pools whose workers are stopped mid-run)."""
-    global _worker_processes_allowed
-    _worker_processes_allowed = False
-
-
-def _context():
-    # fork copies the imported package for free; with other threads running (the HTTP service) a
-    # fork could copy a held lock, so a fresh interpreter is started instead.
-    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
-
-
-def parallel_map(function: Callable, shared, tasks: Sequence, sizes: Sequence[int], parallel: bool,
-                 workers: int | None = None) -> list:
-    """``[function(shared, task) for task in tasks]``, in worker processes when ``parallel`` and
-    more than one CPU may be used (``workers`` None: every available one); the largest tasks
-    (by ``sizes``) are submitted first, so the workers finish at about the same time. The
-    results are the same either way."""
-    workers = available_workers() if workers is None else max(1, workers)
-    # A daemonic process (a multiprocessing.Pool worker) may not start children; the service's
-    # workers call single_process().
-    if (not parallel or workers < 2 or len(tasks) < 2 or not _worker_processes_allowed
-            or multiprocessing.current_process().daemon):
-        return [function(shared, task) for task in tasks]
-    order = sorted(range(len(tasks)), key=lambda t: -sizes[t])
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=_context()) as pool:
-        futures = {t: pool.submit(function, shared, tasks[t]) for t in order}
-        return [futures[t].result() for t in range(len(tasks))]
 
 
 def capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, headroom: float,
@@ -228,8 +182,24 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
     return results  # type: ignore[return-value]
 
 
-def _evaluate_group_task(shared: _Shared, task: tuple) -> list["InstancePerf | Dominated"]:
-    return _evaluate_group(shared, *task)
+def _evaluate_groups_task(shared: _Shared, task: Sequence[tuple]) -> list[list["InstancePerf | Dominated"]]:
+    return [_evaluate_group(shared, *group) for group in task]
+
+
+def _bundles(groups: Sequence[Sequence[int]], jobs: Sequence[Job], workers: int) -> list[list[int]]:
+    """The groups (by index) each worker task evaluates: every group of one GPU type together
+    when there are at least ``GPU_TASKS_PER_WORKER`` GPU types per worker, else one group a task.
+
+    A GPU type's groups share the perf model's memos (a layout's prefill and colocated tables share
+    their prefill passes, its decode and colocated tables one decode table), which a worker only
+    finds when it evaluates them all: deepseek-v3 on '$400/h' runs 6.2 M Python calls in its groups
+    in one process, 8.4 M as 36 tasks on cold workers, 6.7 M as 12 tasks, one per GPU type."""
+    by_gpu: dict[str, list[int]] = {}
+    for g, group in enumerate(groups):
+        by_gpu.setdefault(jobs[group[0]][0].name, []).append(g)
+    if len(by_gpu) >= GPU_TASKS_PER_WORKER * workers:
+        return list(by_gpu.values())
+    return [[g] for g in range(len(groups))]
 
 
 def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: str, headroom: float,
@@ -246,15 +216,18 @@ def pruned_capacities(model: ModelSpec, workload: Workload, slo: SLO, engine: st
     """
     shared = _Shared(model, workload, slo, engine, headroom)
     keys = _job_keys(shared.key, jobs)
-    tasks = [([jobs[i] for i in g], [keys[i] for i in g], [shapes[i] for i in g], dominates, eligible)
-             for g in groups]
-    # One group per task, the biggest first: the workers finish at about the same time.
-    outputs = parallel_map(_evaluate_group_task, shared, tasks, [len(task[0]) for task in tasks],
-                           len(jobs) >= MIN_PARALLEL_PROPOSALS, workers)
+    groups = [g for g in groups if g]
+    bundles = _bundles(groups, jobs, available_workers() if workers is None else max(1, workers))
+    tasks = [[([jobs[i] for i in groups[g]], [keys[i] for i in groups[g]], [shapes[i] for i in groups[g]], dominates,
+               eligible) for g in bundle] for bundle in bundles]
+    # The biggest tasks first: the workers finish at about the same time.
+    sizes = [sum(len(groups[g]) for g in bundle) for bundle in bundles]
+    outputs = parallel_map(_evaluate_groups_task, shared, tasks, sizes, len(jobs) >= MIN_PARALLEL_PROPOSALS, workers)
     results: list[InstancePerf | Dominated | None] = [None] * len(jobs)
-    for group, output in zip(groups, outputs):
-        for i, result in zip(group, output):
-            results[i] = result
+    for bundle, output in zip(bundles, outputs):
+        for g, group_output in zip(bundle, output):
+            for i, result in zip(groups[g], group_output):
+                results[i] = result
     _remember([(keys[i], r) for i, r in enumerate(results) if isinstance(r, InstancePerf)])
     return results  # type: ignore[return-value]
 
