@@ -43,6 +43,10 @@ class LeftOut(NamedTuple):
     gpu: str = ""
 
 
+# TensorRT-LLM's AttentionDpConfig.batching_wait_iters default (llmapi/llm_args.py).
+TRTLLM_BATCHING_WAIT_ITERS = 10
+
+
 @dataclass(frozen=True)
 class MeasuredCase:
     """One measurement row, parsed into what :func:`~layoutopt.perf_model.estimate.estimate` takes."""
@@ -73,7 +77,7 @@ class MeasuredCase:
     # TensorRT-LLM attention-DP balancing the run's launch set (attention_dp_config): timeout_iters, None
     # when off (the engine's default), and batching_wait_iters (reference_attention_dp_balance).
     attention_dp_balance_timeout_iters: int | None = None
-    attention_dp_batching_wait_iters: int = 10
+    attention_dp_batching_wait_iters: int = TRTLLM_BATCHING_WAIT_ITERS
 
 
 _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms")
@@ -86,6 +90,8 @@ _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms
 # d373d5f8, and every version of the file from 2026-01 to 2026-04): the reference B200 file's 88
 # DeepSeek-R1 rows with that image (InferenceX PRs 632 and 642). Spelled as the CSV writes it, with
 # '#' or '/' after the registry.
+SPECULATIVE_DECODING_IMAGES = frozenset({"nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3"})
+
 # attention_dp_config (timeout_iters, batching_wait_iters) of InferenceX's TensorRT-LLM single-node launch
 # scripts, which wrote ``enable_balance: true`` whenever DP_ATTENTION was true, by the checkpoint they
 # serve (one script per model family): dsr1_fp4_b200_trt.sh:81-84 and dsr1_fp8_b200_trt.sh:51-54 set
@@ -94,7 +100,8 @@ _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms
 # benchmarks/ at b0c4ed21b (2026-01-22); the same since the scripts' first versions (ec90f3fe7 2025-09-18,
 # 28e5a01ea 2025-09-19) and after (6eecc0e66, single_node/ 8d81e0bf4), so over every reference row's date.
 INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE: dict[str, tuple[int, int]] = {
-    "deepseek-ai/DeepSeek-R1": (60, 0), "deepseek-ai/DeepSeek-V3": (60, 0), "openai/gpt-oss-120b": (50, 10)}
+    "deepseek-ai/DeepSeek-R1": (60, 0), "deepseek-ai/DeepSeek-V3": (60, 0),
+    "openai/gpt-oss-120b": (50, TRTLLM_BATCHING_WAIT_ITERS)}
 
 
 def reference_attention_dp_balance(engine: str, mode: str, model_id: str, layout: Layout | None
@@ -105,9 +112,6 @@ def reference_attention_dp_balance(engine: str, mode: str, model_id: str, layout
     if engine != "trtllm" or mode != "agg" or layout is None or layout.dp_size <= 1:
         return None
     return INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE.get(model_id)
-
-
-SPECULATIVE_DECODING_IMAGES = frozenset({"nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3"})
 
 
 def _speculative_image(row: dict) -> bool:
@@ -346,9 +350,9 @@ def _attention_dp_balance(row: dict, engine: str, mode: str, layout: Layout | No
     written = _num(row.get("attention_dp_balance_timeout_iters"))
     if written is not None:
         wait = _num(row.get("attention_dp_batching_wait_iters"))
-        return max(int(written), 0), 10 if wait is None else max(int(wait), 0)
+        return max(int(written), 0), TRTLLM_BATCHING_WAIT_ITERS if wait is None else max(int(wait), 0)
     found = reference_attention_dp_balance(engine, mode, row["model"], layout) if reference_launch else None
-    return (None, 10) if found is None else found
+    return (None, TRTLLM_BATCHING_WAIT_ITERS) if found is None else found
 
 
 def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: Layout | None,
