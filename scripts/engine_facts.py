@@ -37,6 +37,7 @@ def vllm_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, Any
     _vllm_side_channel(wheel, facts)
     _vllm_context_parallel(wheel, facts)
     _vllm_pp_connector(wheel, facts)
+    _vllm_pd_attention_backend(wheel, facts)
     _vllm_expert_parallel(wheel, facts)
     _vllm_dp_rank_gpus(wheel, facts)
     _vllm_precision(wheel, facts)
@@ -160,6 +161,27 @@ def _vllm_context_parallel(wheel: Wheel, facts: Facts) -> None:
         facts.add("dcp_kv_connector", "mla_only", "vllm/config/vllm.py", line,
                   "With the NIXL connector, dcp_size > 1 is accepted only for MLA models, and it must be 1 or "
                   "equal to max(tp_size, pcp_size) (the assertion just above).")
+
+
+def _vllm_pd_attention_backend(wheel: Wheel, facts: Facts) -> None:
+    """The NIXL handshake hashes the attention backend's name; the backend follows the GPU's generation."""
+    files = wheel.files_under("vllm/distributed/kv_transfer/kv_connector/v1/")
+    hashed = _first(wheel, files, r'"attn_backend_name": attn_backend_name')
+    blackwell = wheel.find("vllm/platforms/cuda.py", r"if device_capability\.major == 10")
+    if hashed is None or blackwell is None:
+        return
+    cache_dtype = wheel.find(hashed[0], r'"cache_dtype": str\(cache_config\.cache_dtype\)')
+    if cache_dtype is not None:
+        facts.add("pd_kv_cache_dtype", "equal", hashed[0], cache_dtype,
+                  "compute_nixl_compatibility_hash also hashes the KV cache dtype (--kv-cache-dtype): prefill and "
+                  "decode instances of one NIXL pair must keep their KV caches in the same precision.")
+    facts.add("pd_attention_backend", "same_gpu_generation", *hashed,
+              "compute_nixl_compatibility_hash puts the attention backend's name into the hash that a NIXL "
+              "prefill/decode handshake must match (a mismatch raises 'NIXL compatibility hash mismatch'), and "
+              "the default backend follows the GPU: by CUDA compute capability major in "
+              f"vllm/platforms/cuda.py _get_backend_priorities (line {blackwell}: Blackwell's FLASHINFER(_MLA) "
+              "before Hopper's FLASH_ATTN(_MLA)), and ROCm's own list in vllm/platforms/rocm.py. So prefill and "
+              "decode must run on the same vendor and compute capability major (AMD: the same GPU model).")
 
 
 def _vllm_pp_connector(wheel: Wheel, facts: Facts) -> None:

@@ -23,7 +23,8 @@ def plan_rule_violations(engine: "str | EngineRef", plan: Plan, model: ModelSpec
         if placed.pool_index is not None and placed.pool_index < len(plan.pools) and len(placed.gpus_by_node) > 1:
             found += check_node_split(engine, plan.pools[placed.pool_index].layout,
                                       [len(g) for g in placed.gpus_by_node.values()])
-    for prefill in (p for p in plan.pools if p.role == "prefill"):
-        for decode in (p for p in plan.pools if p.role == "decode"):
-            found += check_pair(engine, model, prefill.layout, decode.layout)
+    pools = list(zip(plan.pools, gpus))
+    for prefill, prefill_gpu in ((p, g) for p, g in pools if p.role == "prefill"):
+        for decode, decode_gpu in ((p, g) for p, g in pools if p.role == "decode"):
+            found += check_pair(engine, model, prefill.layout, decode.layout, prefill_gpu, decode_gpu)
     return list({str(v): v for v in found}.values())

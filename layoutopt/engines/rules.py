@@ -195,14 +195,26 @@ def check_node_split(engine: "str | EngineRef", layout: Layout, node_gpus: Seque
 
 
 def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layout,
-               decode_layout: Layout) -> list[RuleViolation]:
-    """The rules between a prefill and a decode pool of one plan (KV goes from one to the other)."""
+               decode_layout: Layout, prefill_gpu: GpuSpec | None = None,
+               decode_gpu: GpuSpec | None = None) -> list[RuleViolation]:
+    """The rules between a prefill and a decode pool of one plan (KV goes from one to the other);
+    the GPU rules apply when both GPUs are given."""
     ref = parse_engine_ref(engine)
     if not ref.has_data:
         return []
     check = _Checker(ref, load_engine_data(ref.name, ref.version))
     _pair_rules(check, model, prefill_layout, decode_layout)
+    if prefill_gpu is not None and decode_gpu is not None:
+        _pair_gpu_rules(check, prefill_gpu, decode_gpu)
     return check.found
+
+
+def attention_backend_family(gpu: GpuSpec) -> tuple[str, str]:
+    """What the engine's default attention backend choice reads of a GPU: NVIDIA's compute
+    capability major (vllm/platforms/cuda.py chooses by it), else the GPU model itself."""
+    if gpu.vendor == "nvidia" and gpu.compute_capability is not None:
+        return gpu.vendor, f"sm{int(gpu.compute_capability)}x"
+    return gpu.vendor, gpu.name
 
 
 class _Checker:
@@ -231,6 +243,11 @@ def _pair_rules(check: _Checker, model: ModelSpec, prefill: Layout, decode: Layo
         elif fact.value == "either_divides" and max(p, d) % min(p, d):
             check.add("pd_tp_divisibility", f"prefill TP {p} and decode TP {d}: one must divide the other",
                       fact.source, prefill_tp=p, decode_tp=d)
+    fact = check.fact("pd_kv_cache_dtype")
+    if fact is not None and fact.value == "equal" and prefill.kv_precision != decode.kv_precision:
+        check.add("pd_kv_cache_dtype", f"prefill KV cache {prefill.kv_precision} and decode KV cache "
+                  f"{decode.kv_precision}: the NIXL handshake requires one KV cache dtype", fact.source,
+                  prefill_kv=prefill.kv_precision, decode_kv=decode.kv_precision)
     fact = check.fact("pd_pp_rule")
     if fact is not None and fact.value == "decode_equal_or_one" and decode.pp_size not in (1, prefill.pp_size):
         check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must equal prefill PP {prefill.pp_size} or be 1",
@@ -238,6 +255,17 @@ def _pair_rules(check: _Checker, model: ModelSpec, prefill: Layout, decode: Layo
     elif fact is not None and fact.value == "decode_divides_prefill" and prefill.pp_size % decode.pp_size:
         check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must divide prefill PP {prefill.pp_size}",
                   fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
+
+
+def _pair_gpu_rules(check: _Checker, prefill_gpu: GpuSpec, decode_gpu: GpuSpec) -> None:
+    fact = check.fact("pd_attention_backend")
+    if fact is None or fact.value != "same_gpu_generation":
+        return
+    p, d = attention_backend_family(prefill_gpu), attention_backend_family(decode_gpu)
+    if p != d:
+        check.add("pd_attention_backend", f"prefill on {prefill_gpu.name} and decode on {decode_gpu.name} pick "
+                  "different default attention backends, and the NIXL handshake refuses KV between backends",
+                  fact.source, prefill_gpu=prefill_gpu.name, decode_gpu=decode_gpu.name)
 
 
 # ----------------------------------------------------------------------------------------------

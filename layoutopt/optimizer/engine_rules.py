@@ -17,9 +17,11 @@ Three hooks keep ``solve`` from proposing what the engine version cannot run:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from layoutopt.engines import EngineRef, check_pair
+from layoutopt.engines.rules import attention_backend_family
+from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
 from layoutopt.optimizer.filters import drop_dominated
@@ -29,42 +31,53 @@ from layoutopt.plan import Layout
 RULE_PREFIX = "engine_rule:"
 
 
-def _pair_key(layout: Layout) -> tuple[int, int]:
-    """What the pair rules read of a layout: TP and PP (the KV handshake maps TP and PP ranks)."""
-    return layout.tp_size, layout.pp_size
+PairKey = tuple[int, int, str, tuple[str, str]]
 
 
-def incompatible_pairs(engine: EngineRef | None, model: ModelSpec,
-                       candidates: Sequence[Candidate]) -> tuple[tuple[str, str], ...]:
-    """(prefill name, decode name) of every candidate pair the engine cannot connect."""
+def _pair_key(layout: Layout, gpu: GpuSpec) -> PairKey:
+    """What the pair rules read of an instance: TP and PP (the KV handshake maps TP and PP ranks), the
+    KV cache precision and the GPU's attention-backend family (the handshake compares both)."""
+    return layout.tp_size, layout.pp_size, layout.kv_precision, attention_backend_family(gpu)
+
+
+def _gpu_of(candidate: Candidate | Proposal, gpus: Mapping[str, GpuSpec]) -> GpuSpec:
+    """A candidate's GPU (a proposal carries its spec, a candidate its name)."""
+    return candidate.gpu if isinstance(candidate.gpu, GpuSpec) else gpus[candidate.gpu]
+
+
+def incompatible_pairs(engine: EngineRef | None, model: ModelSpec, candidates: Sequence[Candidate],
+                       gpus: Mapping[str, GpuSpec]) -> tuple[tuple[str, str], ...]:
+    """(prefill name, decode name) of every candidate pair the engine cannot connect (``gpus``: the
+    candidates' GPUs by name)."""
     if engine is None:
         return ()
     prefills = [c for c in candidates if c.role == "prefill"]
     decodes = [c for c in candidates if c.role == "decode"]
-    # The pair rules read TP and PP alone: check each pair of keys once, on its first two layouts.
-    decode_keys = [_pair_key(d.layout) for d in decodes]
-    examples: dict[tuple[int, int], Layout] = {}
+    # The pair rules read the pair key alone: check each pair of keys once, on its first two instances.
+    decode_keys = [_pair_key(d.layout, _gpu_of(d, gpus)) for d in decodes]
+    examples: dict[PairKey, Candidate] = {}
     for d, key in zip(decodes, decode_keys):
-        examples.setdefault(key, d.layout)
-    refused: dict[tuple[int, int], list[str]] = {}  # prefill key -> decode names it cannot pair with
+        examples.setdefault(key, d)
+    refused: dict[PairKey, list[str]] = {}  # prefill key -> decode names it cannot pair with
     pairs = []
     for p in prefills:
-        key = _pair_key(p.layout)
+        key = _pair_key(p.layout, _gpu_of(p, gpus))
         if key not in refused:
-            fits = {dk: not check_pair(engine, model, p.layout, layout) for dk, layout in examples.items()}
+            fits = {dk: not check_pair(engine, model, p.layout, d.layout, _gpu_of(p, gpus), _gpu_of(d, gpus))
+                    for dk, d in examples.items()}
             refused[key] = [d.name for d, dk in zip(decodes, decode_keys) if not fits[dk]]
         pairs.extend((p.name, name) for name in refused[key])
     return tuple(pairs)
 
 
-def drop_dominated_within_pairing(candidates: list[Candidate], pairs: Sequence[tuple[str, str]]
-                                  ) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
+def drop_dominated_within_pairing(candidates: list[Candidate], pairs: Sequence[tuple[str, str]],
+                                  gpus: Mapping[str, GpuSpec]) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
     """``filters.drop_dominated`` inside each group of candidates with the same incompatible partners."""
     partners: dict[str, set[str]] = defaultdict(set)
     by_name = {c.name: c for c in candidates}
     for p, d in pairs:
-        partners[p].add(str(_pair_key(by_name[d].layout)))
-        partners[d].add(str(_pair_key(by_name[p].layout)))
+        partners[p].add(str(_pair_key(by_name[d].layout, _gpu_of(by_name[d], gpus))))
+        partners[d].add(str(_pair_key(by_name[p].layout, _gpu_of(by_name[p], gpus))))
     groups: dict[frozenset[str], list[Candidate]] = defaultdict(list)
     for c in candidates:
         groups[frozenset(partners.get(c.name, ()))].append(c)
@@ -77,11 +90,12 @@ def drop_dominated_within_pairing(candidates: list[Candidate], pairs: Sequence[t
     return [c for c in candidates if c.name in kept_names], dropped
 
 
-def prune_with_pairing(engine: EngineRef | None, model: ModelSpec, candidates: list[Candidate]
+def prune_with_pairing(engine: EngineRef | None, model: ModelSpec, candidates: list[Candidate],
+                       gpus: Mapping[str, GpuSpec]
                        ) -> tuple[list[Candidate], list[tuple[Candidate, str]], tuple[tuple[str, str], ...]]:
     """(kept candidates, dominated ones with reasons, incompatible pairs among the kept)."""
-    pairs = incompatible_pairs(engine, model, candidates)
-    kept, dominated = drop_dominated_within_pairing(candidates, pairs)
+    pairs = incompatible_pairs(engine, model, candidates, gpus)
+    kept, dominated = drop_dominated_within_pairing(candidates, pairs, gpus)
     names = {c.name for c in kept}
     return kept, dominated, tuple((p, d) for p, d in pairs if p in names and d in names)
 
@@ -91,26 +105,29 @@ def pairing_signatures(engine: EngineRef | None, model: ModelSpec, proposals: Se
     """Per proposal name, whether it can pair with each TP x PP of the other disaggregated role
     among ``proposals`` (colocated: empty). Two proposals with the same signature have the same
     incompatible partners in any table built from these proposals, so dominance may compare them."""
-    keys = {role: sorted({_pair_key(p.layout) for p in proposals if p.role == role}) for role in ("prefill", "decode")}
+    keys = {role: sorted({_pair_key(p.layout, p.gpu) for p in proposals if p.role == role})
+            for role in ("prefill", "decode")}
     cache: dict[tuple, bool] = {}
 
-    def pairs(prefill: tuple[int, int], decode: tuple[int, int], prefill_layout: Layout, decode_layout: Layout) -> bool:
+    def pairs(prefill: PairKey, decode: PairKey, prefill_proposal: Proposal, decode_proposal: Proposal) -> bool:
         if (prefill, decode) not in cache:
-            cache[(prefill, decode)] = not check_pair(engine, model, prefill_layout, decode_layout) if engine else True
+            cache[(prefill, decode)] = not check_pair(
+                engine, model, prefill_proposal.layout, decode_proposal.layout, prefill_proposal.gpu,
+                decode_proposal.gpu) if engine else True
         return cache[(prefill, decode)]
 
-    examples = {(p.role, _pair_key(p.layout)): p.layout for p in proposals}
+    examples = {(p.role, _pair_key(p.layout, p.gpu)): p for p in proposals}
     # A signature depends on the role and the pair key alone (``pairs`` is cached by keys).
     by_key: dict[tuple, tuple[bool, ...]] = {}
     signatures: dict[str, tuple[bool, ...]] = {}
     for p in proposals:
-        key = _pair_key(p.layout)
+        key = _pair_key(p.layout, p.gpu)
         signature = by_key.get((p.role, key))
         if signature is None:
             if p.role == "prefill":
-                signature = tuple(pairs(key, d, p.layout, examples[("decode", d)]) for d in keys["decode"])
+                signature = tuple(pairs(key, d, p, examples[("decode", d)]) for d in keys["decode"])
             elif p.role == "decode":
-                signature = tuple(pairs(q, key, examples[("prefill", q)], p.layout) for q in keys["prefill"])
+                signature = tuple(pairs(q, key, examples[("prefill", q)], p) for q in keys["prefill"])
             else:
                 signature = ()
             by_key[(p.role, key)] = signature

@@ -369,10 +369,11 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
     with worker_pool():
         survivors, num_proposed = screened_proposals(screen, list(gpus), tally)
         candidates = evaluate(ctx, survivors, workload, headroom, tally, kv_links, ref, prune_dominated)
+        gpu_specs = {g.name: g for g in gpus}
         if prune_dominated:
-            candidates, dominated, pairs = prune_with_pairing(ref, model, candidates)
+            candidates, dominated, pairs = prune_with_pairing(ref, model, candidates, gpu_specs)
         else:
-            dominated, pairs = [], incompatible_pairs(ref, model, candidates)
+            dominated, pairs = [], incompatible_pairs(ref, model, candidates, gpu_specs)
         for candidate, reason in dominated:
             tally.drop("dominated", reason)
         table = CandidateTable(
@@ -387,5 +388,5 @@ def build_candidate_table(model: ModelSpec, gpus: Sequence[GpuSpec], workload: W
         if not pool_capacities:
             return table
         # n instances behind the router share one queue: their capacity as a function of n.
-        return with_pool_capacities(table, ctx.model, {g.name: g for g in gpus}, workload, slo, constants, headroom,
+        return with_pool_capacities(table, ctx.model, gpu_specs, workload, slo, constants, headroom,
                                     kv_links)

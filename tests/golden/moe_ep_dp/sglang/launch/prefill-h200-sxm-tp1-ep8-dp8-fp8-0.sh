@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# layoutopt launch script for instance prefill-h200-sxm-tp1-ep8-dp8-fp8-kvbf16-0
+# layoutopt launch script for instance prefill-h200-sxm-tp1-ep8-dp8-fp8-0
 # engine: sglang 0.5.23 (flags checked against layoutopt/engines/data/sglang-0.5.23.yaml)
 # model: Qwen/Qwen3-235B-A22B-FP8 (plan model: qwen3-235b-a22b)
-# pool: prefill-h200-sxm-tp1-ep8-dp8-fp8-kvbf16 (role prefill, H200-SXM, tp1-ep8-dp8-fp8-kvbf16, 8 GPUs per instance)
+# pool: prefill-h200-sxm-tp1-ep8-dp8-fp8 (role prefill, H200-SXM, tp1-ep8-dp8-fp8, 8 GPUs per instance)
 # runs on: node-0 (GPUs 0,1,2,3,4,5,6,7); serves http on port 8000
 # node names are the standard nodes of a plain budget, not your hosts: run each script on a host of that shape and name (or plan with --cluster, whose nodes are real)
 # disaggregated serving: router/router.sh sends each request to a prefill and then a decode instance (KV moves over NIXL); set NODE_IP to this node's address on the KV network
@@ -16,6 +16,7 @@ exec python3 -m sglang.launch_server \
   --tp-size 8 \
   --attn-dp-size 8 \
   --ep-size 8 \
+  --kv-cache-dtype fp8_e4m3 \
   --max-running-requests 32 \
   --mem-fraction-static 0.77 \
   --chunked-prefill-size 8192 \
