@@ -9,13 +9,13 @@ source file and line it comes from.
 from layoutopt.engines.loader import all_engine_data, available_versions, load_engine_data
 from layoutopt.engines.ref import DEFAULT_VERSIONS, ENGINE_NAMES, EngineRef, engine_ref_of, parse_engine_ref
 from layoutopt.engines.rules import (
-    RuleViolation, check_layout, check_node_split, check_pair, engine_notes, first_broken_rules,
+    RuleViolation, check_layout, check_node_split, check_pair, engine_notes, first_broken_rules, pair_rule_key,
 )
 from layoutopt.engines.schema import EngineData, EngineFact, EngineFlag, QuantizationMethod, SourceRef
 
 __all__ = [
     "DEFAULT_VERSIONS", "ENGINE_NAMES", "EngineData", "EngineFact", "EngineFlag", "EngineRef", "QuantizationMethod",
     "RuleViolation", "SourceRef", "all_engine_data", "available_versions", "check_layout", "check_node_split",
-    "check_pair",
+    "check_pair", "pair_rule_key",
     "engine_notes", "engine_ref_of", "first_broken_rules", "load_engine_data", "parse_engine_ref",
 ]

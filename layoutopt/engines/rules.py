@@ -209,6 +209,16 @@ def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layo
     return check.found
 
 
+PairKey = tuple[int, int, str, tuple[str, str]]
+
+
+def pair_rule_key(layout: Layout, gpu: GpuSpec) -> PairKey:
+    """Everything ``check_pair`` reads of one side: TP and PP (the KV handshake maps TP and PP ranks),
+    the KV cache precision and the GPU's attention-backend family (the handshake hashes both). Two
+    instances with one key pair with the same partners."""
+    return layout.tp_size, layout.pp_size, layout.kv_precision, attention_backend_family(gpu)
+
+
 def attention_backend_family(gpu: GpuSpec) -> tuple[str, str]:
     """What the engine's default attention backend choice reads of a GPU: NVIDIA's compute
     capability major (vllm/platforms/cuda.py chooses by it), else the GPU model itself."""

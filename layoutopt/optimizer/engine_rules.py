@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from layoutopt.engines import EngineRef, check_pair
-from layoutopt.engines.rules import attention_backend_family
+from layoutopt.engines.rules import PairKey, pair_rule_key
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
@@ -31,18 +31,13 @@ from layoutopt.plan import Layout
 RULE_PREFIX = "engine_rule:"
 
 
-PairKey = tuple[int, int, str, tuple[str, str]]
-
-
-def _pair_key(layout: Layout, gpu: GpuSpec) -> PairKey:
-    """What the pair rules read of an instance: TP and PP (the KV handshake maps TP and PP ranks), the
-    KV cache precision and the GPU's attention-backend family (the handshake compares both)."""
-    return layout.tp_size, layout.pp_size, layout.kv_precision, attention_backend_family(gpu)
-
-
 def _gpu_of(candidate: Candidate | Proposal, gpus: Mapping[str, GpuSpec]) -> GpuSpec:
     """A candidate's GPU (a proposal carries its spec, a candidate its name)."""
     return candidate.gpu if isinstance(candidate.gpu, GpuSpec) else gpus[candidate.gpu]
+
+
+def _pair_key(candidate: Candidate | Proposal, gpus: Mapping[str, GpuSpec]) -> PairKey:
+    return pair_rule_key(candidate.layout, _gpu_of(candidate, gpus))
 
 
 def incompatible_pairs(engine: EngineRef | None, model: ModelSpec, candidates: Sequence[Candidate],
@@ -54,14 +49,14 @@ def incompatible_pairs(engine: EngineRef | None, model: ModelSpec, candidates: S
     prefills = [c for c in candidates if c.role == "prefill"]
     decodes = [c for c in candidates if c.role == "decode"]
     # The pair rules read the pair key alone: check each pair of keys once, on its first two instances.
-    decode_keys = [_pair_key(d.layout, _gpu_of(d, gpus)) for d in decodes]
+    decode_keys = [_pair_key(d, gpus) for d in decodes]
     examples: dict[PairKey, Candidate] = {}
     for d, key in zip(decodes, decode_keys):
         examples.setdefault(key, d)
     refused: dict[PairKey, list[str]] = {}  # prefill key -> decode names it cannot pair with
     pairs = []
     for p in prefills:
-        key = _pair_key(p.layout, _gpu_of(p, gpus))
+        key = _pair_key(p, gpus)
         if key not in refused:
             fits = {dk: not check_pair(engine, model, p.layout, d.layout, _gpu_of(p, gpus), _gpu_of(d, gpus))
                     for dk, d in examples.items()}
@@ -74,10 +69,10 @@ def drop_dominated_within_pairing(candidates: list[Candidate], pairs: Sequence[t
                                   gpus: Mapping[str, GpuSpec]) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
     """``filters.drop_dominated`` inside each group of candidates with the same incompatible partners."""
     partners: dict[str, set[str]] = defaultdict(set)
-    by_name = {c.name: c for c in candidates}
+    key = {c.name: str(_pair_key(c, gpus)) for c in candidates}  # once per candidate, not per pair
     for p, d in pairs:
-        partners[p].add(str(_pair_key(by_name[d].layout, _gpu_of(by_name[d], gpus))))
-        partners[d].add(str(_pair_key(by_name[p].layout, _gpu_of(by_name[p], gpus))))
+        partners[p].add(key[d])
+        partners[d].add(key[p])
     groups: dict[frozenset[str], list[Candidate]] = defaultdict(list)
     for c in candidates:
         groups[frozenset(partners.get(c.name, ()))].append(c)
@@ -102,10 +97,11 @@ def prune_with_pairing(engine: EngineRef | None, model: ModelSpec, candidates: l
 
 def pairing_signatures(engine: EngineRef | None, model: ModelSpec, proposals: Sequence[Proposal]
                        ) -> dict[str, tuple[bool, ...]]:
-    """Per proposal name, whether it can pair with each TP x PP of the other disaggregated role
+    """Per proposal name, whether it can pair with each pair key of the other disaggregated role
     among ``proposals`` (colocated: empty). Two proposals with the same signature have the same
     incompatible partners in any table built from these proposals, so dominance may compare them."""
-    keys = {role: sorted({_pair_key(p.layout, p.gpu) for p in proposals if p.role == role})
+    proposal_keys = [pair_rule_key(p.layout, p.gpu) for p in proposals]  # a proposal carries its GPU
+    keys = {role: sorted({k for p, k in zip(proposals, proposal_keys) if p.role == role})
             for role in ("prefill", "decode")}
     cache: dict[tuple, bool] = {}
 
@@ -116,12 +112,11 @@ def pairing_signatures(engine: EngineRef | None, model: ModelSpec, proposals: Se
                 decode_proposal.gpu) if engine else True
         return cache[(prefill, decode)]
 
-    examples = {(p.role, _pair_key(p.layout, p.gpu)): p for p in proposals}
+    examples = {(p.role, k): p for p, k in zip(proposals, proposal_keys)}
     # A signature depends on the role and the pair key alone (``pairs`` is cached by keys).
     by_key: dict[tuple, tuple[bool, ...]] = {}
     signatures: dict[str, tuple[bool, ...]] = {}
-    for p in proposals:
-        key = _pair_key(p.layout, p.gpu)
+    for p, key in zip(proposals, proposal_keys):
         signature = by_key.get((p.role, key))
         if signature is None:
             if p.role == "prefill":
