@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import pytest
 from ortools.sat.python import cp_model
 
 from layoutopt.optimizer.constraints import (
-    ColocatedCapacity, CostCap, DecodeCapacity, ExcludePlanStructure, GpuBudget, KvTransferBandwidth,
+    ColocatedCapacity, CostCap, DecodeCapacity, EnginePairs, ExcludePlanStructure, GpuBudget, KvTransferBandwidth,
     ModeChoice, PrefillCapacity, RateBalance,
 )
+from layoutopt.optimizer.constraints.engine_pairs import refusal_classes
 from layoutopt.optimizer.objectives import PositiveRate, RatioFloor
 from layoutopt.optimizer.scaling import RATE_SCALE_PER_RPS, IntegerCandidate, IntegerTable
 from layoutopt.optimizer.variables import LayoutVariables
@@ -134,3 +138,27 @@ def test_positive_rate_and_ratio_floor():
     floor = [RateBalance(), RatioFloor(1, 100)]
     assert feasible(t, floor, rates(disaggregated=0, colocated=10, c=1))
     assert not feasible(t, floor, rates(disaggregated=0, colocated=9, c=1))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_engine_pairs_admit_exactly_the_unrefused_pairs(seed):
+    """The class encoding (one boolean per class of candidates with the same refused partners) is
+    feasible for a set of used candidates exactly when no used prefill-decode pair is refused."""
+    rng = random.Random(seed)
+    prefills, decodes = [f"p{i}" for i in range(4)], [f"d{i}" for i in range(4)]
+    refused = {(p, d) for p in prefills for d in decodes if rng.random() < 0.4}
+    rows = [row(name, "prefill") for name in prefills] + [row(name, "decode") for name in decodes]
+    t = table(*rows).model_copy(update={"incompatible_pairs": tuple(sorted(refused))})
+    for used in itertools.product([0, 2], repeat=len(rows)):
+        counts = {r.name: n for r, n in zip(rows, used)}
+        allowed = not any(counts[p] and counts[d] for p, d in refused)
+        assert feasible(t, [EnginePairs()], instances(**counts)) == allowed, (refused, counts)
+
+
+def test_refusal_classes_are_complete_blocks():
+    refused = [("p0", "d0"), ("p0", "d1"), ("p1", "d0"), ("p1", "d1"), ("p2", "d2")]
+    prefill_classes, decode_classes, blocks = refusal_classes(refused)
+    assert prefill_classes == [["p0", "p1"], ["p2"]] and decode_classes == [["d0", "d1"], ["d2"]]
+    assert blocks == [(0, 0), (1, 1)]
+    covered = {(p, d) for a, b in blocks for p in prefill_classes[a] for d in decode_classes[b]}
+    assert covered == set(refused)
