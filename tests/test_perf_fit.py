@@ -121,6 +121,39 @@ def test_load_cases_carries_the_attention_dp_balancing_of_the_reference_launches
     assert (launched.attention_dp_balance_timeout_iters, launched.attention_dp_batching_wait_iters) == (60, 0)
 
 
+def test_load_cases_replays_the_kv_cache_dtype_of_the_reference_launches(tmp_path):
+    # InferenceX's launch scripts ran an FP8 KV cache on every TensorRT-LLM B200 launch, SGLang DeepSeek,
+    # vLLM gpt-oss on B200 from 2025-12-05 and MiniMax-M2.5 FP8 from 2026-04-03 (reference_kv.INFERENCEX_KV_CACHE_FP8);
+    # rows of scripts that never set it, dated before the script did, disaggregated rows, and the default-launch
+    # reading keep BF16; a kv_cache_dtype column wins.
+    def row(rid, engine, model, quant, date, kv="", mode="agg"):
+        layout = "1,1,1,1,1," + "," * 13 if mode == "agg" else ",,,,,1,1,1,1,1,1,,1,1,1,1,1,1,"
+        return (f"{rid},{engine},{model},b200_sxm,{quant},{mode},1024,1024,8,{quant},{quant},{layout},"
+                f"300.0,12.0,{date},{kv}\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER.rstrip("\n") + ",measured_date,kv_cache_dtype\n"
+                    + row("trt", "trtllm", "openai/gpt-oss-120b", "nvfp4", "")
+                    + row("sgl", "sglang", "deepseek-ai/DeepSeek-R1", "nvfp4", "2025-11-10")
+                    + row("oss_old", "vllm", "openai/gpt-oss-120b", "nvfp4", "2025-11-02")
+                    + row("oss_new", "vllm", "openai/gpt-oss-120b", "nvfp4", "2026-02-25")
+                    + row("mm_old", "vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "2026-03-28")
+                    + row("mm_new", "vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "2026-04-03")
+                    + row("mm_undated", "vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "")
+                    + row("disagg", "trtllm", "deepseek-ai/DeepSeek-R1", "nvfp4", "2026-01-29", mode="disagg")
+                    + row("own", "vllm", "openai/gpt-oss-120b", "nvfp4", "2025-11-02", kv="fp8_e4m3")
+                    + row("own_auto", "trtllm", "openai/gpt-oss-120b", "nvfp4", "", kv="auto")
+                    + row("bad", "vllm", "openai/gpt-oss-120b", "nvfp4", "", kv="int3"))
+    cases, left = load_cases(path)
+    got = {c.row_id: (c.layout or c.decode_layout).kv_precision for c in cases}
+    assert got == {"trt": "fp8", "sgl": "fp8", "oss_old": "bf16", "oss_new": "fp8", "mm_old": "bf16", "mm_new": "fp8",
+                   "mm_undated": "bf16", "disagg": "bf16", "own": "fp8", "own_auto": "bf16"}
+    assert [(x.row_id, "kv_cache_dtype 'int3'" in x.reason) for x in left] == [("bad", True)]
+    disagg = next(c for c in cases if c.row_id == "disagg")
+    assert disagg.prefill_layout.kv_precision == "bf16"
+    elsewhere, _ = load_cases(path, aiconfigurator_launch=False)
+    assert {c.row_id for c in elsewhere if (c.layout or c.decode_layout).kv_precision == "fp8"} == {"own"}
+
+
 def test_load_cases_names_missing_columns(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("id,backend\nx,vllm\n")

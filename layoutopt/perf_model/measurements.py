@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.model_catalog.spec import FOUR_BIT_PRECISIONS
+from layoutopt.perf_model.reference_kv import KV_CACHE_DTYPES, reference_kv_precision
 from layoutopt.plan import Layout
 
 # ``system`` column -> catalog GPU name.
@@ -114,6 +115,19 @@ def reference_attention_dp_balance(engine: str, mode: str, model_id: str, layout
     return INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE.get(model_id)
 
 
+def _kv_precision(row: dict, engine: str, mode: str, gpu: str, precision: str, reference_launch: bool) -> str:
+    """A row's KV cache precision: its ``kv_cache_dtype`` column when set, else the reference launches'
+    (:func:`reference_kv_precision`) when ``reference_launch``, else BF16."""
+    written = (row.get("kv_cache_dtype") or "").strip().lower()
+    if written:
+        if written not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_cache_dtype {written!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+        return KV_CACHE_DTYPES[written]
+    if not reference_launch:
+        return "bf16"
+    return reference_kv_precision(engine, mode, gpu, row["model"], precision, (row.get("measured_date") or "").strip())
+
+
 def _speculative_image(row: dict) -> bool:
     return (row.get("engine_image") or "").strip().replace("#", "/", 1) in SPECULATIVE_DECODING_IMAGES
 
@@ -170,7 +184,8 @@ def vllm_ep_folded_degrees(tp: int, dp: int, moe_tp: int, ep: int) -> tuple[int,
     return tp, dp, ep
 
 
-def _layout(row: dict, prefix: str, precision: str, is_moe: bool, domain_gpus: int, engine: str = "") -> Layout:
+def _layout(row: dict, prefix: str, precision: str, is_moe: bool, domain_gpus: int, engine: str = "",
+            kv_precision: str = "bf16") -> Layout:
     tp, pp = _degree(row, f"{prefix}tp"), _degree(row, f"{prefix}pp")
     if not _is_power_of_two(tp):
         # A world size in the source, not a TP split (measurements README).
@@ -182,7 +197,8 @@ def _layout(row: dict, prefix: str, precision: str, is_moe: bool, domain_gpus: i
         tp, dp = ep_folded_degrees(tp, dp, moe_tp, ep, domain_gpus)
         if engine == "vllm":
             tp, dp, ep = vllm_ep_folded_degrees(tp, dp, moe_tp, ep)
-    return Layout(tp_size=tp, pp_size=pp, dp_size=dp, ep_size=ep, weight_precision=precision)
+    return Layout(tp_size=tp, pp_size=pp, dp_size=dp, ep_size=ep, weight_precision=precision,
+                  kv_precision=kv_precision)
 
 
 _DISAGG_LAYOUT_COLUMNS = tuple(f"{side}_{name}" for side in ("prefill", "decode")
@@ -257,7 +273,10 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
     reference rows were (:func:`benchmark_token_budget`), else the engine's default budget. Likewise
     TensorRT-LLM's attention-DP balancing: the ``attention_dp_balance_timeout_iters`` and
     ``attention_dp_batching_wait_iters`` columns, else, with ``aiconfigurator_launch``, the reference
-    rows' launch scripts' setting (:func:`reference_attention_dp_balance`), else off.
+    rows' launch scripts' setting (:func:`reference_attention_dp_balance`), else off. And the KV cache
+    precision of every layout: the ``kv_cache_dtype`` column (``fp8``, ``fp8_e4m3``, ``auto``, ``bf16``...),
+    else, with ``aiconfigurator_launch``, the reference launch scripts' (:func:`reference_kv_precision`),
+    else BF16.
     """
     from layoutopt.hardware_catalog.catalog import get_gpu
     from layoutopt.model_catalog.catalog import get_model
@@ -303,14 +322,15 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
             precision = "bf16"
         domain_gpus = get_gpu(gpu).local_domain_gpus
         try:
+            kv = _kv_precision(row, engine, mode, gpu, precision, aiconfigurator_launch)
             if mode == "agg":
-                layout, prefill, decode = _layout(row, "", precision, model.is_moe, domain_gpus, engine), None, None
+                layout, prefill, decode = _layout(row, "", precision, model.is_moe, domain_gpus, engine, kv), None, None
                 p_count = d_count = 1
                 batch = None
             else:
                 layout = None
-                prefill = _layout(row, "prefill_", precision, model.is_moe, domain_gpus, engine)
-                decode = _layout(row, "decode_", precision, model.is_moe, domain_gpus, engine)
+                prefill = _layout(row, "prefill_", precision, model.is_moe, domain_gpus, engine, kv)
+                decode = _layout(row, "decode_", precision, model.is_moe, domain_gpus, engine, kv)
                 p_count, d_count = _degree(row, "prefill_workers"), _degree(row, "decode_workers")
                 batch = _degree(row, "decode_batch", 0) or None
                 if batch is not None:
