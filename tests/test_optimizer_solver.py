@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from layoutopt.optimizer.candidates import CandidateTable
 from layoutopt.optimizer.constraints import ExcludePlanStructure
 from layoutopt.optimizer.scaling import RATE_SCALE_PER_RPS, IntegerCandidate, IntegerTable, to_integer_table
-from layoutopt.optimizer.solver import RATIO_TOLERANCE_FRACTION, LayoutSolver, requests_per_usd
+from layoutopt.optimizer.solver import RATIO_TOLERANCE_FRACTION, LayoutSolver, _enough_gap, requests_per_usd
 from synthetic_candidates import make_candidate
 from layoutopt.optimizer.validate import plan_violations
 
@@ -253,3 +253,17 @@ def test_phase_two_keeps_a_better_incumbent_with_the_proof_it_has(monkeypatch, i
         phase_plan, solver_module.cp_model.OPTIMAL, 1005.0, True, True, 1000.0))
     final, got = solver._use_budget(variables, incumbent, Fraction(1, 2))
     assert final is incumbent and got is proved
+
+
+@given(numerator=st.integers(1, 2**62), denominator=st.integers(1, 2**62), cheapest=st.integers(1, 10**9),
+       tolerance=st.sampled_from([0.0, 0.001, 0.02, 0.1, 0.5]), share=st.floats(0, 1))
+def test_an_improving_step_stopped_at_the_enough_gap_proves_q_within_half_the_tolerance(
+        numerator, denominator, cheapest, tolerance, share):
+    """A Dinkelbach step at q = p / d whose bound on d r - p cost is at most the gap it may stop at
+    proves every plan's ratio below q / (1 - tol / 2): q is within half the tolerance of the best."""
+    half = Fraction(tolerance).limit_denominator(10**6) / 2
+    q = Fraction(numerator, denominator)
+    bound = int(_enough_gap(numerator, cheapest, half) * share)  # any step bound at or below it
+    assert _enough_gap(numerator, cheapest, half) <= cheapest * numerator * half / (1 - half)
+    ratio_bound = q + Fraction(bound, denominator * cheapest)
+    assert q >= ratio_bound * (1 - half)

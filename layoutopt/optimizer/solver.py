@@ -43,9 +43,11 @@ Objectives (cost = sum_c cost_c n_c), each lexicographic in two solves (no big-M
                        F(q_k) = max d r - p cost (q_k = p / d, an exact fraction, so the
                        coefficients are integers); the maximizer's ratio is q_{k+1}; stop when
                        F(q_k) = 0, which proves q_k optimal. The first step stops at a 5 % gap
-                       (it only seeds q_1), improving steps at 0.1 % or a tenth of the time
-                       left; one that runs out of its share ends the iterations when q_{k+1} is
-                       proven within tol / 2 of the bound q_ub (below), else the next goes on.
+                       (it only seeds q_1), improving steps at 0.1 %, at the absolute gap
+                       cost_min p tol / (2 - tol) (which proves q_k within tol / 2 of the best:
+                       F tends to 0 near the optimum, so a relative gap cannot stop there), or
+                       a tenth of the time left. The iterations end as soon as the incumbent
+                       is proven within tol / 2 of the bound q_ub (below).
                        Then keep d' r >= p' cost with p'/d' = (1 - tol) q* (tol: the tolerance;
                        (1 - tol) q_ub when q* was not proved), max r, then min cost, each
                        proved within tol (both are knapsacks over every candidate): a bigger
@@ -107,9 +109,9 @@ DINKELBACH_STEP_RELATIVE_GAP = 1e-3
 # exactly is a knapsack over every candidate (2,048 GPUs with PP candidates: 10 s of deterministic
 # time at a 0.1 % gap), so it stops at this gap.
 DINKELBACH_FIRST_STEP_RELATIVE_GAP = 0.05
-# Share of the time left an improving step may use. A step that hits it ends the iterations when
-# its ratio is already proven within half the tolerance of the bound (the second phase keeps the
-# ratio within the whole tolerance of the bound); otherwise the next step goes on from it.
+# Share of the time left an improving step may use. The iterations end once the incumbent's ratio
+# is proven within half the tolerance of the bound (the second phase keeps the ratio within the
+# whole tolerance of the bound); otherwise the next step goes on from it.
 DINKELBACH_STEP_TIME_SHARE = 0.1
 SECONDS_PER_HOUR = 3600.0
 
@@ -173,6 +175,16 @@ class _Solution:
             variables.model.add_hint(var, self.counts.get(name, 0))
 
 
+def _enough_gap(numerator: int, cheapest_cost_units: int, half: Fraction) -> float:
+    """The absolute gap at which an improving Dinkelbach step at q = p / d may stop: its bound F_ub
+    on d r - p cost proves r / cost <= q + F_ub / (d cost_min) for every plan, so once F_ub is at
+    most cost_min p h / (1 - h) the step's q (no more than the incumbent's ratio) is proven within
+    h of the best. A relative gap on F cannot say this: F tends to 0 as q nears the optimum."""
+    gap = math.floor(cheapest_cost_units * numerator * half / (1 - half))
+    as_float = float(gap)  # CP-SAT takes a double: never one above the exact limit
+    return as_float if as_float <= gap else math.nextafter(as_float, 0.0)
+
+
 class LayoutSolver:
     """Builds the CP-SAT model of an ``IntegerTable`` and runs one objective's phases."""
 
@@ -207,9 +219,11 @@ class LayoutSolver:
         return variables
 
     def _run(self, variables: LayoutVariables, relative_gap: float = 0.0,
-             time_share: float = 1.0) -> tuple[int, cp_model.CpSolver]:
+             time_share: float = 1.0, absolute_gap: float | None = None) -> tuple[int, cp_model.CpSolver]:
         solver = cp_model.CpSolver()
         solver.parameters.relative_gap_limit = relative_gap
+        if absolute_gap is not None:
+            solver.parameters.absolute_gap_limit = absolute_gap
         solver.parameters.num_workers = self.num_workers
         solver.parameters.random_seed = self.random_seed
         solver.parameters.max_deterministic_time = max(1e-3, self._dtime_left * time_share)
@@ -343,6 +357,8 @@ class LayoutSolver:
         ratio_bound: Fraction | None = None
         iterations = 0
         relaxed = relaxed_ratio_bound(self.table)
+        cheapest = max(1, cheapest_serving_cost_units(self.table))
+        half = Fraction(self.ratio_tolerance_fraction).limit_denominator(10**6) / 2
         while iterations < MAX_DINKELBACH_ITERATIONS:
             iterations += 1
             numerator, denominator = ratio_coefficients(ratio, max_rate, max_cost)
@@ -350,7 +366,8 @@ class LayoutSolver:
             # An improving step need not be optimal; only the last step (value 0) must be proved.
             share = DINKELBACH_STEP_TIME_SHARE if incumbent else 1.0
             status, solver = self._run(variables, DINKELBACH_STEP_RELATIVE_GAP if incumbent
-                                       else DINKELBACH_FIRST_STEP_RELATIVE_GAP, share)
+                                       else DINKELBACH_FIRST_STEP_RELATIVE_GAP, share,
+                                       _enough_gap(numerator, cheapest, half) if incumbent else None)
             if status == cp_model.MODEL_INVALID:
                 return SolveOutcome(status="model_invalid", num_iterations=iterations)
             if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -362,19 +379,16 @@ class LayoutSolver:
             q = Fraction(numerator, denominator)
             # Every plan has d r - p cost <= bound, so r / cost <= q + bound / (d cost_min); every
             # step's bound holds, so the smallest is kept.
-            step_bound = q + max(subproblem_bound, Fraction(0)) / (
-                denominator * max(1, cheapest_serving_cost_units(self.table)))
+            step_bound = q + max(subproblem_bound, Fraction(0)) / (denominator * cheapest)
             ratio_bound = step_bound if ratio_bound is None else min(ratio_bound, step_bound)
             if found.ratio > ratio:
                 incumbent, ratio = found, found.ratio
                 incumbent.hint(variables)
                 if self._out_of_time():
                     break
-                capped = status != cp_model.OPTIMAL and share < 1.0
                 bound_now = min(b for b in (ratio_bound, relaxed) if b is not None)
-                half = Fraction(self.ratio_tolerance_fraction).limit_denominator(10**6) / 2
-                if capped and ratio >= bound_now * (1 - half):
-                    break  # proven within half the tolerance; the step could not prove more in its share
+                if ratio >= bound_now * (1 - half):
+                    break  # proven within half the tolerance: the second phase keeps the ratio within all of it
                 continue
             proved = subproblem_bound <= 0 and q == ratio
             break
