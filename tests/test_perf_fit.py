@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -152,6 +154,39 @@ def test_load_cases_replays_the_kv_cache_dtype_of_the_reference_launches(tmp_pat
     assert disagg.prefill_layout.kv_precision == "bf16"
     elsewhere, _ = load_cases(path, aiconfigurator_launch=False)
     assert {c.row_id for c in elsewhere if (c.layout or c.decode_layout).kv_precision == "fp8"} == {"own"}
+
+
+def test_reference_kv_table_names_catalog_models_and_dates_and_reaches_memory_and_decode():
+    # Every launch of INFERENCEX_KV_CACHE_FP8 names models as the reference CSVs write them (GLM-5's rows are not
+    # replayed yet: its id is not in the catalog), a served precision, an ISO date or "",
+    # and a source; an FP8 KV cache halves the KV bytes a long-context decode step reads (lower TPOT) and
+    # admits a larger batch.
+    import datetime
+
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.model_catalog.catalog import get_model
+    from layoutopt.perf_model.memory import memory_breakdown
+    from layoutopt.perf_model.reference_kv import INFERENCEX_KV_CACHE_FP8
+
+    found = [p / "shared" / "reference" / "measurements" for p in Path(__file__).resolve().parents
+             if (p / "shared" / "reference" / "measurements").is_dir()]
+    if not found:
+        pytest.skip("reference measurements not next to the repository")
+    reference = found[0]
+    REFERENCE_MODELS = {row["model"] for name in ("h100_sxm.csv", "b200_sxm.csv")
+                        for row in csv.DictReader(open(reference / name, newline=""))}
+    for launch in INFERENCEX_KV_CACHE_FP8:
+        assert launch.engine in ("vllm", "sglang", "trtllm") and get_gpu(launch.gpu).name == launch.gpu
+        assert set(launch.models) <= REFERENCE_MODELS and set(launch.precisions) <= {"fp4", "fp8", "bf16", "int4"}
+        assert not launch.since or datetime.date.fromisoformat(launch.since)
+        assert "InferenceX" in launch.source
+    bf16 = MeasuredCase("r", "vllm", "agg", "meta-llama/Llama-3.1-70B", 8192, 1024, 16.0,
+                        Layout(tp_size=4, weight_precision="fp8"), None, 1, None, 1, None, 500.0, 20.0, gpu="B200")
+    fp8 = dataclasses.replace(bf16, layout=bf16.layout.model_copy(update={"kv_precision": "fp8"}))
+    assert predict(fp8)[1] < predict(bf16)[1]
+    model, gpu = get_model(bf16.model_id), get_gpu("B200")
+    assert (memory_breakdown(model, gpu, fp8.layout, context_tokens=9216).max_batch_size
+            > 1.5 * memory_breakdown(model, gpu, bf16.layout, context_tokens=9216).max_batch_size)
 
 
 def test_load_cases_names_missing_columns(tmp_path):
