@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ortools.sat.python import cp_model
 
+from layoutopt import cpsat
 from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.budget import Budget, parse_budget
 from layoutopt.hardware_catalog.catalog import load_catalog
@@ -96,9 +97,9 @@ class _Runner:
         solver.parameters.random_seed = RANDOM_SEED
         solver.parameters.max_deterministic_time = max(1e-3, self.left_s)
         solver.parameters.max_time_in_seconds = max(0.05, self.deadline - time.perf_counter())
-        status = solver.solve(model)
-        self.left_s -= solver.deterministic_time
-        self.used_s += solver.deterministic_time
+        status, spent = cpsat.solve(solver, model)
+        self.left_s -= spent
+        self.used_s += spent
         if status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
             self.timed_out = True
         return status, solver

@@ -82,6 +82,7 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 from pydantic import BaseModel, ConfigDict, Field
 
+from layoutopt import cpsat
 from layoutopt.optimizer.constraints import default_constraints
 from layoutopt.optimizer.objectives import (
     CostAtMost, MaximizeGoodput, MinimizeCost, ParametricRatio, PositiveRate, RateAtLeast, RatioFloor,
@@ -226,11 +227,12 @@ class LayoutSolver:
             solver.parameters.absolute_gap_limit = absolute_gap
         solver.parameters.num_workers = self.num_workers
         solver.parameters.random_seed = self.random_seed
+        solver.parameters.cp_model_probing_level = 0
         solver.parameters.max_deterministic_time = max(1e-3, self._dtime_left * time_share)
         solver.parameters.max_time_in_seconds = max(0.05, self._deadline - time.perf_counter())
-        status = solver.solve(variables.model)
-        self._dtime_left -= solver.deterministic_time
-        self._dtime_used += solver.deterministic_time
+        status, spent = cpsat.solve(solver, variables.model)
+        self._dtime_left -= spent
+        self._dtime_used += spent
         if time.perf_counter() >= self._deadline:
             self._wall_capped = True
         if (status == cp_model.FEASIBLE or status == cp_model.UNKNOWN) and time_share >= 1.0:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
+from layoutopt import cpsat
+
 RANDOM_SEED = 20240607
 NUM_WORKERS = 1
 # A solve is not started with less than this left (it could not even load the model).
@@ -32,7 +34,7 @@ class SolveBudget:
         solver.parameters.num_workers = NUM_WORKERS
         solver.parameters.max_deterministic_time = max(MIN_DETERMINISTIC_S, self.left_s)
         solver.parameters.absolute_gap_limit = absolute_gap
-        code = solver.solve(model)
-        self.left_s -= solver.deterministic_time
-        self.used_s += solver.deterministic_time
+        code, spent = cpsat.solve(solver, model)
+        self.left_s -= spent
+        self.used_s += spent
         return code
