@@ -175,6 +175,13 @@ def _vllm_pd_attention_backend(wheel: Wheel, facts: Facts) -> None:
         facts.add("pd_kv_cache_dtype", "equal", hashed[0], cache_dtype,
                   "compute_nixl_compatibility_hash also hashes the KV cache dtype (--kv-cache-dtype): prefill and "
                   "decode instances of one NIXL pair must keep their KV caches in the same precision.")
+    model = wheel.find(hashed[0], r'"model": model_config\.model,')
+    if model is not None:
+        facts.add("pd_checkpoint", "equal", hashed[0], model,
+                  "compute_nixl_compatibility_hash also hashes model_config.model, the checkpoint the instance "
+                  "serves: prefill and decode instances of one NIXL pair must load the same checkpoint (weight "
+                  "precisions that come from different checkpoints, such as an NVFP4 release beside the 16-bit "
+                  "one quantized online to FP8, cannot pair).")
     facts.add("pd_attention_backend", "same_gpu_generation", *hashed,
               "compute_nixl_compatibility_hash puts the attention backend's name into the hash that a NIXL "
               "prefill/decode handshake must match (a mismatch raises 'NIXL compatibility hash mismatch'), and "

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from layoutopt.engines import check_pair, engine_ref_of
-from layoutopt.engines.rules import attention_backend_family
+from layoutopt.engines.rules import pair_rule_key
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.optimizer.engine_rules import incompatible_pairs, pairing_signatures
@@ -26,7 +26,7 @@ def test_grouped_pair_checks_equal_every_pair(engine):
                      if d.role == "decode" and check_pair(ref, model, p.layout, d.layout, p.gpu, d.gpu))
     assert expected and incompatible_pairs(ref, model, sample, {}) == expected
     signatures = pairing_signatures(ref, model, sample)
-    partners = {(d.layout.tp_size, d.layout.pp_size, d.layout.kv_precision, attention_backend_family(d.gpu)): d
+    partners = {pair_rule_key(d.layout, d.gpu): d
                 for d in sample if d.role == "decode"}
     decode_keys = sorted(partners)
     for p in sample:

@@ -274,3 +274,27 @@ def test_pd_kv_cache_dtype(engine, allowed):
     if not allowed:
         assert found[0].values == {"prefill_kv": "fp8", "decode_kv": "bf16"}
     assert check_pair(engine, QWEN, Layout(tp_size=2, kv_precision="fp8"), Layout(tp_size=2, kv_precision="fp8")) == []
+
+
+# (engine, model, prefill weights, decode weights, refused checkpoints or None): vLLM's NIXL handshake
+# hashes model_config.model, the checkpoint served. On B200 llama-3.1-8b's fp8 weights are its 16-bit
+# release quantized at load time, its fp4 weights nvidia's NVFP4 release; qwen3-32b has an FP8 release.
+LLAMA_8B = get_model("llama-3.1-8b")
+PD_CHECKPOINT = [
+    ("vllm==0.33.0", LLAMA_8B, "fp8", "bf16", None), ("vllm==0.33.0", LLAMA_8B, "fp4", "fp4", None),
+    ("vllm==0.33.0", LLAMA_8B, "fp4", "fp8", {"nvidia/Llama-3.1-8B-Instruct-FP4", "meta-llama/Llama-3.1-8B"}),
+    ("vllm==0.33.0", QWEN, "fp8", "bf16", {"Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-32B"}),
+    ("vllm==0.13.0", QWEN, "bf16", "fp4", {"Qwen/Qwen3-32B", "nvidia/Qwen3-32B-FP4"}),
+    ("sglang==0.5.23", QWEN, "fp4", "fp8", None),
+]
+
+
+@pytest.mark.parametrize("engine,model,prefill_weights,decode_weights,refused", PD_CHECKPOINT)
+def test_pd_checkpoint(engine, model, prefill_weights, decode_weights, refused):
+    b200 = get_gpu("B200")
+    found = check_pair(engine, model, Layout(tp_size=2, weight_precision=prefill_weights),
+                       Layout(tp_size=2, weight_precision=decode_weights), b200, b200)
+    assert [v.rule for v in found] == ([] if refused is None else ["pd_checkpoint"])
+    if refused is not None:
+        assert found[0].source.file.startswith("vllm/distributed/kv_transfer/kv_connector/v1/")
+        assert set(found[0].values.values()) == refused

@@ -35,6 +35,8 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
     add("pd_pp_mismatch", "pd_pp_rule", lambda v: {"decode_equal_or_one": "decode PP must equal prefill PP or be 1",
                                                     "decode_divides_prefill": "decode PP must divide prefill PP"}.get(v, v))
     add("pd_kv_cache_dtype", "pd_kv_cache_dtype", lambda v: "prefill and decode keep one KV cache dtype")
+    add("pd_checkpoint", "pd_checkpoint", lambda v: "prefill and decode load one checkpoint (weight precisions "
+        "from different checkpoints cannot pair)")
     add("pd_attention_backend", "pd_attention_backend",
         lambda v: "prefill and decode on one GPU generation (same default attention backend)")
     add("pp_kv_connector", "pp_kv_connector", lambda v: "PP > 1 with the NIXL connector: " + ", ".join(

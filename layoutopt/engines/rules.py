@@ -206,17 +206,20 @@ def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layo
     _pair_rules(check, model, prefill_layout, decode_layout)
     if prefill_gpu is not None and decode_gpu is not None:
         _pair_gpu_rules(check, prefill_gpu, decode_gpu)
+        _pair_checkpoint_rule(check, model, prefill_layout, decode_layout, prefill_gpu, decode_gpu)
     return check.found
 
 
-PairKey = tuple[int, int, str, tuple[str, str]]
+PairKey = tuple[int, int, str, str, tuple[str, str]]
 
 
 def pair_rule_key(layout: Layout, gpu: GpuSpec) -> PairKey:
     """Everything ``check_pair`` reads of one side: TP and PP (the KV handshake maps TP and PP ranks),
-    the KV cache precision and the GPU's attention-backend family (the handshake hashes both). Two
-    instances with one key pair with the same partners."""
-    return layout.tp_size, layout.pp_size, layout.kv_precision, attention_backend_family(gpu)
+    the KV cache precision, the weight precision (which checkpoint is served) and the GPU's
+    attention-backend family (the handshake hashes these). Two instances with one key pair with
+    the same partners."""
+    return (layout.tp_size, layout.pp_size, layout.kv_precision, layout.weight_precision,
+            attention_backend_family(gpu))
 
 
 def attention_backend_family(gpu: GpuSpec) -> tuple[str, str]:
@@ -276,6 +279,30 @@ def _pair_gpu_rules(check: _Checker, prefill_gpu: GpuSpec, decode_gpu: GpuSpec) 
         check.add("pd_attention_backend", f"prefill on {prefill_gpu.name} and decode on {decode_gpu.name} pick "
                   "different default attention backends, and the NIXL handshake refuses KV between backends",
                   fact.source, prefill_gpu=prefill_gpu.name, decode_gpu=decode_gpu.name)
+
+
+def _served_checkpoint(data: EngineData, model: ModelSpec, gpu: GpuSpec, precision: str) -> str | None:
+    """The checkpoint a pool at ``precision`` loads (online quantization loads the 16-bit one;
+    "release": the model's own id), or None when none serves it (``checkpoint_unavailable`` refuses
+    that pool on its own)."""
+    found = weight_source(data, model, gpu, precision)
+    if not found.available or found.checkpoint is None:
+        return None
+    return found.checkpoint.hf_id or "release"
+
+
+def _pair_checkpoint_rule(check: _Checker, model: ModelSpec, prefill: Layout, decode: Layout,
+                          prefill_gpu: GpuSpec, decode_gpu: GpuSpec) -> None:
+    fact = check.fact("pd_checkpoint")
+    if fact is None or fact.value != "equal" or prefill.weight_precision == decode.weight_precision:
+        return
+    p = _served_checkpoint(check.data, model, prefill_gpu, prefill.weight_precision)
+    d = _served_checkpoint(check.data, model, decode_gpu, decode.weight_precision)
+    if p is not None and d is not None and p != d:
+        name = lambda c: model.name + "'s own release" if c == "release" else c  # noqa: E731
+        check.add("pd_checkpoint", f"prefill {prefill.weight_precision} weights load {name(p)} and decode "
+                  f"{decode.weight_precision} weights load {name(d)}: the NIXL handshake requires one checkpoint",
+                  fact.source, prefill_checkpoint=p, decode_checkpoint=d)
 
 
 # ----------------------------------------------------------------------------------------------
