@@ -130,16 +130,20 @@ def test_goodput_per_dollar_matches_brute_force(t):
         return
     best_ratio = max(Fraction(r, c) for r, c in plans)
     assert outcome.status == "optimal"
-    assert outcome.best_bound == pytest.approx(requests_per_usd(best_ratio.numerator, best_ratio.denominator))
-    # Second phase: most goodput among plans within the ratio tolerance, then the cheapest, each
-    # proved within the tolerance (CP-SAT's relative gap, |value - bound| <= tol x value).
-    floor = best_ratio * (1 - Fraction(RATIO_TOLERANCE_FRACTION).limit_denominator(10**6))
-    kept = [(r, c) for r, c in plans if Fraction(r, c) >= floor]
+    tol = Fraction(RATIO_TOLERANCE_FRACTION).limit_denominator(10**6)
+    # The bound is valid and Dinkelbach stops once the incumbent is within half the tolerance of it.
+    bound = outcome.best_bound / requests_per_usd(1, 1)  # back to rate units per cost unit
+    assert best_ratio * (1 - Fraction(1, 10**9)) <= bound <= best_ratio / (1 - tol / 2) * (1 + Fraction(1, 10**9))
+    assert Fraction(outcome.rate_units, outcome.cost_units) >= best_ratio * (1 - tol)
+    # Second phase: most goodput among plans within the ratio tolerance of the bound, then the
+    # cheapest, each proved within the tolerance (CP-SAT's relative gap, |value - bound| <= tol x value).
+    floor = bound * (1 - float(tol))
+    kept = [(r, c) for r, c in plans if r / c >= floor * (1 - 1e-9)]
     best_rate = max(r for r, _ in kept)
     assert best_rate * (1 - RATIO_TOLERANCE_FRACTION) <= outcome.rate_units <= best_rate
     cheapest = min(c for r, c in kept if r == outcome.rate_units)
     assert cheapest <= outcome.cost_units and outcome.cost_units * (1 - RATIO_TOLERANCE_FRACTION) <= cheapest
-    assert Fraction(outcome.rate_units, outcome.cost_units) >= floor
+    assert outcome.rate_units / outcome.cost_units >= floor * (1 - 1e-9)
 
 
 def synthetic_table(**kwargs) -> CandidateTable:
