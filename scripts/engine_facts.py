@@ -355,6 +355,7 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
             facts.add("pd_pp_rule", "decode_divides_prefill", *ratio,
                       "A decode rank reads the KV of prefill_pp_size // decode pp_size prefill PP ranks: the "
                       "decode PP size must divide the prefill's.")
+    _sglang_pd_kv_cache_dtype(wheel, facts)
     _flag_facts(facts, flags, {
         "disaggregation_flags": ["--disaggregation-mode", "--disaggregation-bootstrap-port",
                                  "--disaggregation-transfer-backend"],
@@ -397,6 +398,26 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
                                             "source": _flag_source(flags, "--quantization")}
                     for m in _choices(flags, "--quantization")]
     return facts.items, quantization
+
+
+def _sglang_pd_kv_cache_dtype(wheel: Wheel, facts: Facts) -> None:
+    """The NIXL backend (the one emitted) copies prefill KV slots into decode slots of the decode's
+    own stride: the bytes per token, and so the KV cache dtype, must match."""
+    conn = "sglang/srt/disaggregation/nixl/conn.py"
+    line = wheel.find(conn, r"if xfer_len > item_len:")
+    if line is not None:
+        facts.add("pd_kv_cache_dtype", "equal", conn, line,
+                  "SGLang's NIXL transfer writes each prefill KV slot (xfer_len bytes) into the decode's slots "
+                  "(item_len apart): a larger prefill slot raises 'NIXL prepared dlist transfer length exceeds "
+                  "item stride', a smaller one lands FP8 bytes in BF16 slots. Prefill and decode must keep one "
+                  "KV cache dtype (--kv-cache-dtype).")
+        return
+    line = wheel.find(conn, r"dst_addr = dst_ptr \+ int\(decode_index\[0\]\) \* item_len")
+    if line is not None:
+        facts.add("pd_kv_cache_dtype", "equal", conn, line,
+                  "SGLang's NIXL transfer addresses the decode's KV buffer with the prefill's item length "
+                  "(dst_ptr + decode_index * item_len): prefill and decode must keep one KV cache dtype "
+                  "(--kv-cache-dtype), or the KV lands in the wrong slots.")
 
 
 def _sglang_node_ranks(wheel: Wheel, facts: Facts) -> None:

@@ -267,12 +267,16 @@ def test_pd_attention_backend_family(engine, prefill_gpu, decode_gpu, allowed):
     assert check_pair(engine, DEEPSEEK, Layout(tp_size=8), Layout(tp_size=8)) == []
 
 
-@pytest.mark.parametrize("engine,allowed", [("vllm==0.33.0", False), ("vllm==0.13.0", False), ("sglang==0.5.23", True)])
-def test_pd_kv_cache_dtype(engine, allowed):
+# vLLM's NIXL handshake hashes the KV cache dtype; SGLang's NIXL transfer copies prefill slots into
+# decode slots of the decode's stride (0.5.23 nixl/conn.py:1199, 0.5.3 nixl/conn.py:332).
+@pytest.mark.parametrize("engine,file", [("vllm==0.33.0", "vllm/distributed/kv_transfer/kv_connector/v1/nixl/metadata.py"),
+                                         ("vllm==0.13.0", "vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py"),
+                                         ("sglang==0.5.23", "sglang/srt/disaggregation/nixl/conn.py"),
+                                         ("sglang==0.5.3", "sglang/srt/disaggregation/nixl/conn.py")])
+def test_pd_kv_cache_dtype(engine, file):
     found = check_pair(engine, QWEN, Layout(tp_size=2, kv_precision="fp8"), Layout(tp_size=2))
-    assert [v.rule for v in found] == ([] if allowed else ["pd_kv_cache_dtype"])
-    if not allowed:
-        assert found[0].values == {"prefill_kv": "fp8", "decode_kv": "bf16"}
+    assert [v.rule for v in found] == ["pd_kv_cache_dtype"]
+    assert found[0].values == {"prefill_kv": "fp8", "decode_kv": "bf16"} and found[0].source.file == file
     assert check_pair(engine, QWEN, Layout(tp_size=2, kv_precision="fp8"), Layout(tp_size=2, kv_precision="fp8")) == []
 
 

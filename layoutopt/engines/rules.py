@@ -259,7 +259,7 @@ def _pair_rules(check: _Checker, model: ModelSpec, prefill: Layout, decode: Layo
     fact = check.fact("pd_kv_cache_dtype")
     if fact is not None and fact.value == "equal" and prefill.kv_precision != decode.kv_precision:
         check.add("pd_kv_cache_dtype", f"prefill KV cache {prefill.kv_precision} and decode KV cache "
-                  f"{decode.kv_precision}: the NIXL handshake requires one KV cache dtype", fact.source,
+                  f"{decode.kv_precision}: the NIXL KV transfer needs one KV cache dtype on both sides", fact.source,
                   prefill_kv=prefill.kv_precision, decode_kv=decode.kv_precision)
     fact = check.fact("pd_pp_rule")
     if fact is not None and fact.value == "decode_equal_or_one" and decode.pp_size not in (1, prefill.pp_size):
