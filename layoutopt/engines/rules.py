@@ -299,9 +299,11 @@ def _pair_checkpoint_rule(check: _Checker, model: ModelSpec, prefill: Layout, de
     p = _served_checkpoint(check.data, model, prefill_gpu, prefill.weight_precision)
     d = _served_checkpoint(check.data, model, decode_gpu, decode.weight_precision)
     if p is not None and d is not None and p != d:
-        name = lambda c: model.name + "'s own release" if c == "release" else c  # noqa: E731
-        check.add("pd_checkpoint", f"prefill {prefill.weight_precision} weights load {name(p)} and decode "
-                  f"{decode.weight_precision} weights load {name(d)}: the NIXL handshake requires one checkpoint",
+        def named(checkpoint: str) -> str:
+            return f"{model.name}'s own release" if checkpoint == "release" else checkpoint
+
+        check.add("pd_checkpoint", f"prefill {prefill.weight_precision} weights load {named(p)} and decode "
+                  f"{decode.weight_precision} weights load {named(d)}: the NIXL handshake requires one checkpoint",
                   fact.source, prefill_checkpoint=p, decode_checkpoint=d)
 
 
