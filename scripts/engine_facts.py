@@ -404,20 +404,21 @@ def _sglang_pd_kv_cache_dtype(wheel: Wheel, facts: Facts) -> None:
     """The NIXL backend (the one emitted) copies prefill KV slots into decode slots of the decode's
     own stride: the bytes per token, and so the KV cache dtype, must match."""
     conn = "sglang/srt/disaggregation/nixl/conn.py"
-    line = wheel.find(conn, r"if xfer_len > item_len:")
-    if line is not None:
-        facts.add("pd_kv_cache_dtype", "equal", conn, line,
-                  "SGLang's NIXL transfer writes each prefill KV slot (xfer_len bytes) into the decode's slots "
-                  "(item_len apart): a larger prefill slot raises 'NIXL prepared dlist transfer length exceeds "
-                  "item stride', a smaller one lands FP8 bytes in BF16 slots. Prefill and decode must keep one "
-                  "KV cache dtype (--kv-cache-dtype).")
-        return
-    line = wheel.find(conn, r"dst_addr = dst_ptr \+ int\(decode_index\[0\]\) \* item_len")
-    if line is not None:
-        facts.add("pd_kv_cache_dtype", "equal", conn, line,
-                  "SGLang's NIXL transfer addresses the decode's KV buffer with the prefill's item length "
-                  "(dst_ptr + decode_index * item_len): prefill and decode must keep one KV cache dtype "
-                  "(--kv-cache-dtype), or the KV lands in the wrong slots.")
+    statements = (  # 0.5.23, then 0.5.3: the first found is the release's
+        (r"if xfer_len > item_len:",
+         "SGLang's NIXL transfer writes each prefill KV slot (xfer_len bytes) into the decode's slots (item_len "
+         "apart): a larger prefill slot raises 'NIXL prepared dlist transfer length exceeds item stride', a smaller "
+         "one lands FP8 bytes in BF16 slots. Prefill and decode must keep one KV cache dtype (--kv-cache-dtype)."),
+        (r"dst_addr = dst_ptr \+ int\(decode_index\[0\]\) \* item_len",
+         "SGLang's NIXL transfer addresses the decode's KV buffer with the prefill's item length (dst_ptr + "
+         "decode_index * item_len): prefill and decode must keep one KV cache dtype (--kv-cache-dtype), or the KV "
+         "lands in the wrong slots."),
+    )
+    for pattern, note in statements:
+        line = wheel.find(conn, pattern)
+        if line is not None:
+            facts.add("pd_kv_cache_dtype", "equal", conn, line, note)
+            return
 
 
 def _sglang_node_ranks(wheel: Wheel, facts: Facts) -> None:
