@@ -356,6 +356,7 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
                       "A decode rank reads the KV of prefill_pp_size // decode pp_size prefill PP ranks: the "
                       "decode PP size must divide the prefill's.")
     _sglang_pd_kv_cache_dtype(wheel, facts)
+    _sglang_pd_page_size(wheel, facts)
     _flag_facts(facts, flags, {
         "disaggregation_flags": ["--disaggregation-mode", "--disaggregation-bootstrap-port",
                                  "--disaggregation-transfer-backend"],
@@ -418,6 +419,25 @@ def _sglang_pd_kv_cache_dtype(wheel: Wheel, facts: Facts) -> None:
         line = wheel.find(conn, pattern)
         if line is not None:
             facts.add("pd_kv_cache_dtype", "equal", conn, line, note)
+            return
+
+
+def _sglang_pd_page_size(wheel: Wheel, facts: Facts) -> None:
+    """The NIXL transfer reads the decode's bytes per token with the prefill's page size, and the page
+    size follows the default attention backend, which follows the GPU generation."""
+    conn = "sglang/srt/disaggregation/nixl/conn.py"
+    for pattern in (r"assert page_size \* bytes_per_token_dst == dst_kv_item_len",  # 0.5.23
+                    r"bytes_per_token_on_decode = dst_kv_item_len // page_size"):  # 0.5.3
+        line = wheel.find(conn, pattern)
+        if line is not None:
+            facts.add("pd_attention_backend", "same_gpu_generation", conn, line,
+                      "SGLang's NIXL transfer divides the decode's KV slot by the prefill's page size "
+                      "(self.kv_args.page_size), so both sides must page KV alike. The page size follows the "
+                      "default attention backend, chosen by GPU: fa3 on Hopper, trtllm_mha / trtllm_mla on "
+                      "Blackwell sm100, which need pages of 16-128 tokens and default to 64 "
+                      "(arg_groups/model_override_base.py get_default_attn_backend, arg_groups/overrides.py "
+                      "_mla_backend_page_constraints; 0.5.3 server_args.py). So prefill and decode run on the "
+                      "same vendor and compute capability major (AMD: the same GPU model).")
             return
 
 

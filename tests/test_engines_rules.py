@@ -247,11 +247,13 @@ def test_node_split(engine, layout, node_gpus, sglang_refuses, vllm_refuses):
 
 
 # (engine, prefill GPU, decode GPU, allowed): vLLM's NIXL handshake hashes the attention backend's
-# name, and the default backend follows the compute capability major (or ROCm's own list).
+# name; SGLang's NIXL transfer pages KV by the prefill's page size, which the backend sets; the default
+# backend follows the compute capability major (or ROCm's own list).
 PD_GPU = [
     ("vllm==0.33.0", "H100-SXM", "H200", True), ("vllm==0.33.0", "H100-SXM", "B200", False),
     ("vllm==0.33.0", "B200", "MI300X", False), ("vllm==0.13.0", "B200", "H100-SXM", False),
-    ("vllm==0.33.0", "MI300X", "MI300X", True), ("sglang==0.5.23", "H100-SXM", "B200", True),
+    ("vllm==0.33.0", "MI300X", "MI300X", True), ("sglang==0.5.23", "H100-SXM", "B200", False),
+    ("sglang==0.5.3", "B200", "H200", False), ("sglang==0.5.23", "H100-SXM", "H200", True),
 ]
 
 
@@ -260,8 +262,9 @@ def test_pd_attention_backend_family(engine, prefill_gpu, decode_gpu, allowed):
     found = check_pair(engine, DEEPSEEK, Layout(tp_size=8), Layout(tp_size=8), get_gpu(prefill_gpu),
                        get_gpu(decode_gpu))
     assert [v.rule for v in found] == ([] if allowed else ["pd_attention_backend"])
-    if not allowed:
-        assert found[0].source.file.startswith("vllm/distributed/kv_transfer/kv_connector/v1/")
+    if not allowed:  # vLLM: the handshake hashes the backend; SGLang: NIXL pages KV by the prefill's page size
+        assert found[0].source.file.startswith("sglang/srt/disaggregation/nixl/conn.py" if engine.startswith("sglang")
+                                               else "vllm/distributed/kv_transfer/kv_connector/v1/")
         assert found[0].values == {"prefill_gpu": get_gpu(prefill_gpu).name, "decode_gpu": get_gpu(decode_gpu).name}
     # Without the GPUs only the layout rules apply.
     assert check_pair(engine, DEEPSEEK, Layout(tp_size=8), Layout(tp_size=8)) == []

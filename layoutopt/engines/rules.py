@@ -277,7 +277,8 @@ def _pair_gpu_rules(check: _Checker, prefill_gpu: GpuSpec, decode_gpu: GpuSpec) 
     p, d = attention_backend_family(prefill_gpu), attention_backend_family(decode_gpu)
     if p != d:
         check.add("pd_attention_backend", f"prefill on {prefill_gpu.name} and decode on {decode_gpu.name} pick "
-                  "different default attention backends, and the NIXL handshake refuses KV between backends",
+                  "different default attention backends, and the KV transfer cannot connect them (vLLM's NIXL "
+                  "handshake hashes the backend; SGLang's pages KV by the backend's page size)",
                   fact.source, prefill_gpu=prefill_gpu.name, decode_gpu=decode_gpu.name)
 
 
