@@ -9,7 +9,7 @@ import random
 import pytest
 
 from layoutopt.engines import check_pair, engine_ref_of
-from layoutopt.engines.rules import pair_rule_key
+from layoutopt.engines.pair_rules import pair_rule_key
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.optimizer.engine_rules import incompatible_pairs, pairing_signatures

@@ -8,9 +8,8 @@ source file and line it comes from.
 
 from layoutopt.engines.loader import all_engine_data, available_versions, load_engine_data
 from layoutopt.engines.ref import DEFAULT_VERSIONS, ENGINE_NAMES, EngineRef, engine_ref_of, parse_engine_ref
-from layoutopt.engines.rules import (
-    RuleViolation, check_layout, check_node_split, check_pair, engine_notes, first_broken_rules, pair_rule_key,
-)
+from layoutopt.engines.pair_rules import check_pair, pair_rule_key
+from layoutopt.engines.rules import RuleViolation, check_layout, check_node_split, engine_notes, first_broken_rules
 from layoutopt.engines.schema import EngineData, EngineFact, EngineFlag, QuantizationMethod, SourceRef
 
 __all__ = [

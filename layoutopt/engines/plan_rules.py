@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from layoutopt.engines.pair_rules import check_pair
 from layoutopt.engines.ref import EngineRef
-from layoutopt.engines.rules import RuleViolation, check_layout, check_node_split, check_pair
+from layoutopt.engines.rules import RuleViolation, check_layout, check_node_split
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.plan import Plan

@@ -4,11 +4,8 @@
 the values that break it and the engine source line the rule comes from. The rules, and the
 facts of ``data/<engine>-<version>.yaml`` each one reads:
 
-- ``pd_tp_divisibility`` (``pd_tp_rule``): prefill and decode pools exchange KV between TP ranks;
-  vLLM 0.13 needs the decode TP to be a multiple of the prefill TP, vLLM 0.33 and SGLang need one
-  TP to divide the other.
-- ``pd_pp_mismatch`` (``pd_pp_rule``, SGLang): a decode pool's PP equals the prefill pool's or is 1
-  (0.5.23), or divides it (0.5.3).
+- the rules between a prefill and a decode pool (``check_pair``: TP, PP, KV dtype, GPU generation,
+  checkpoint) are in ``pair_rules``.
 - ``pp_kv_connector`` (``pp_kv_connector``, ``pp_kv_connector_linear_attention``, vLLM): PP on a
   prefill or decode instance with the NIXL connector.
 - ``pcp_unsupported`` (``pcp_attention``): prefill context parallelism needs an attention
@@ -46,15 +43,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.engines.loader import load_engine_data
+from layoutopt.engines.pair_rules import layout_pair_rules
 from layoutopt.engines.quantization import weight_source
 from layoutopt.engines.ref import EngineRef, parse_engine_ref
-from layoutopt.engines.schema import EngineData, SourceRef
+from layoutopt.engines.schema import SourceRef
+from layoutopt.engines.violations import RuleChecker, RuleViolation
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.plan import Layout, Role
@@ -65,22 +63,6 @@ DISAGGREGATED: tuple[Role, ...] = ("prefill", "decode")
 QUANTIZATION_METHOD = {"vllm": {"fp8": "fp8", "fp4": "modelopt_fp4", "int4": "compressed-tensors", "mxfp4": "mxfp4"},
                        "sglang": {"fp8": "fp8", "fp4": "modelopt_fp4", "int4": "compressed-tensors", "mxfp4": "mxfp4"}}
 KV_FP8_DTYPE = {"vllm": "fp8", "sglang": "fp8_e4m3"}
-
-
-class RuleViolation(BaseModel):
-    """A layout breaks one engine rule: which, with what values, and where the rule is written."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rule: str
-    engine: str
-    message: str
-    values: dict[str, Any]
-    source: SourceRef | None = None
-
-    def __str__(self) -> str:
-        where = f" ({self.engine} {self.source})" if self.source else f" ({self.engine})"
-        return f"{self.rule}: {self.message}{where}"
 
 
 class RuleSummary(BaseModel):
@@ -115,13 +97,13 @@ def check_layout(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec, layo
     if not ref.has_data:
         return []
     data = load_engine_data(ref.name, ref.version)
-    check = _Checker(ref, data)
+    check = RuleChecker(ref, data)
     for rule in _SINGLE_RULES[ref.name]:
         rule.check(check, model, gpu, layout, role)
     if role == "prefill" and decode_layout is not None:
-        _pair_rules(check, model, layout, decode_layout)
+        layout_pair_rules(check, model, layout, decode_layout)
     elif role == "decode" and prefill_layout is not None:
-        _pair_rules(check, model, prefill_layout, layout)
+        layout_pair_rules(check, model, prefill_layout, layout)
     return check.found
 
 
@@ -151,7 +133,7 @@ def first_broken_rules(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec
         group_of = group_of.reshape(-1)
         verdicts: list[str | None] = []
         for row in pending[representatives].tolist():
-            check = _Checker(ref, data)
+            check = RuleChecker(ref, data)
             layout = Layout(**{field: columns[field][row].item() for field in Layout.model_fields})
             rule.check(check, model, gpu, layout, str(columns["role"][row]))
             verdicts.append(check.found[0].rule if check.found else None)
@@ -174,7 +156,7 @@ def check_node_split(engine: "str | EngineRef", layout: Layout, node_gpus: Seque
     ref = parse_engine_ref(engine)
     if not ref.has_data or len(node_gpus) < 2:
         return []
-    check = _Checker(ref, load_engine_data(ref.name, ref.version))
+    check = RuleChecker(ref, load_engine_data(ref.name, ref.version))
     counts = [int(g) for g in node_gpus]
     fact = check.fact("node_rank_layout")
     if fact is not None and len(set(counts)) > 1:
@@ -194,124 +176,10 @@ def check_node_split(engine: "str | EngineRef", layout: Layout, node_gpus: Seque
     return check.found
 
 
-def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layout,
-               decode_layout: Layout, prefill_gpu: GpuSpec | None = None,
-               decode_gpu: GpuSpec | None = None) -> list[RuleViolation]:
-    """The rules between a prefill and a decode pool of one plan (KV goes from one to the other);
-    the GPU rules apply when both GPUs are given."""
-    ref = parse_engine_ref(engine)
-    if not ref.has_data:
-        return []
-    check = _Checker(ref, load_engine_data(ref.name, ref.version))
-    _pair_rules(check, model, prefill_layout, decode_layout)
-    if prefill_gpu is not None and decode_gpu is not None:
-        _pair_gpu_rules(check, prefill_gpu, decode_gpu)
-        _pair_checkpoint_rule(check, model, prefill_layout, decode_layout, prefill_gpu, decode_gpu)
-    return check.found
-
-
-PairKey = tuple[int, int, str, str, tuple[str, str]]
-
-
-def pair_rule_key(layout: Layout, gpu: GpuSpec) -> PairKey:
-    """Everything ``check_pair`` reads of one side: TP and PP (the KV handshake maps TP and PP ranks),
-    the KV cache precision, the weight precision (which checkpoint is served) and the GPU's
-    attention-backend family (the handshake hashes these). Two instances with one key pair with
-    the same partners."""
-    return (layout.tp_size, layout.pp_size, layout.kv_precision, layout.weight_precision,
-            attention_backend_family(gpu))
-
-
-def attention_backend_family(gpu: GpuSpec) -> tuple[str, str]:
-    """What the engine's default attention backend choice reads of a GPU: NVIDIA's compute
-    capability major (vllm/platforms/cuda.py chooses by it), else the GPU model itself."""
-    if gpu.vendor == "nvidia" and gpu.compute_capability is not None:
-        return gpu.vendor, f"sm{int(gpu.compute_capability)}x"
-    return gpu.vendor, gpu.name
-
-
-class _Checker:
-    def __init__(self, ref: EngineRef, data: EngineData) -> None:
-        self.ref, self.data = ref, data
-        self.found: list[RuleViolation] = []
-
-    def fact(self, name: str):
-        return self.data.fact(name)
-
-    def add(self, rule: str, message: str, source: SourceRef | None, **values: Any) -> None:
-        self.found.append(RuleViolation(rule=rule, engine=str(self.ref), message=message, values=values,
-                                        source=source))
-
-
-# ----------------------------------------------------------------------------------------------
-# Rules between the prefill and the decode pool
-
-def _pair_rules(check: _Checker, model: ModelSpec, prefill: Layout, decode: Layout) -> None:
-    fact = check.fact("pd_tp_rule")
-    if fact is not None:
-        p, d = prefill.tp_size, decode.tp_size
-        if fact.value == "decode_multiple_of_prefill" and d % p:
-            check.add("pd_tp_divisibility", f"decode TP {d} must be a multiple of prefill TP {p} for the KV handshake",
-                      fact.source, prefill_tp=p, decode_tp=d)
-        elif fact.value == "either_divides" and max(p, d) % min(p, d):
-            check.add("pd_tp_divisibility", f"prefill TP {p} and decode TP {d}: one must divide the other",
-                      fact.source, prefill_tp=p, decode_tp=d)
-    fact = check.fact("pd_kv_cache_dtype")
-    if fact is not None and fact.value == "equal" and prefill.kv_precision != decode.kv_precision:
-        check.add("pd_kv_cache_dtype", f"prefill KV cache {prefill.kv_precision} and decode KV cache "
-                  f"{decode.kv_precision}: the NIXL KV transfer needs one KV cache dtype on both sides", fact.source,
-                  prefill_kv=prefill.kv_precision, decode_kv=decode.kv_precision)
-    fact = check.fact("pd_pp_rule")
-    if fact is not None and fact.value == "decode_equal_or_one" and decode.pp_size not in (1, prefill.pp_size):
-        check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must equal prefill PP {prefill.pp_size} or be 1",
-                  fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
-    elif fact is not None and fact.value == "decode_divides_prefill" and prefill.pp_size % decode.pp_size:
-        check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must divide prefill PP {prefill.pp_size}",
-                  fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
-
-
-def _pair_gpu_rules(check: _Checker, prefill_gpu: GpuSpec, decode_gpu: GpuSpec) -> None:
-    fact = check.fact("pd_attention_backend")
-    if fact is None or fact.value != "same_gpu_generation":
-        return
-    p, d = attention_backend_family(prefill_gpu), attention_backend_family(decode_gpu)
-    if p != d:
-        check.add("pd_attention_backend", f"prefill on {prefill_gpu.name} and decode on {decode_gpu.name} pick "
-                  "different default attention backends, and the KV transfer cannot connect them (vLLM's NIXL "
-                  "handshake hashes the backend; SGLang's pages KV by the backend's page size)",
-                  fact.source, prefill_gpu=prefill_gpu.name, decode_gpu=decode_gpu.name)
-
-
-def _served_checkpoint(data: EngineData, model: ModelSpec, gpu: GpuSpec, precision: str) -> str | None:
-    """The checkpoint a pool at ``precision`` loads (online quantization loads the 16-bit one;
-    "release": the model's own id), or None when none serves it (``checkpoint_unavailable`` refuses
-    that pool on its own)."""
-    found = weight_source(data, model, gpu, precision)
-    if not found.available or found.checkpoint is None:
-        return None
-    return found.checkpoint.hf_id or "release"
-
-
-def _pair_checkpoint_rule(check: _Checker, model: ModelSpec, prefill: Layout, decode: Layout,
-                          prefill_gpu: GpuSpec, decode_gpu: GpuSpec) -> None:
-    fact = check.fact("pd_checkpoint")
-    if fact is None or fact.value != "equal" or prefill.weight_precision == decode.weight_precision:
-        return
-    p = _served_checkpoint(check.data, model, prefill_gpu, prefill.weight_precision)
-    d = _served_checkpoint(check.data, model, decode_gpu, decode.weight_precision)
-    if p is not None and d is not None and p != d:
-        def named(checkpoint: str) -> str:
-            return f"{model.name}'s own release" if checkpoint == "release" else checkpoint
-
-        check.add("pd_checkpoint", f"prefill {prefill.weight_precision} weights load {named(p)} and decode "
-                  f"{decode.weight_precision} weights load {named(d)}: the NIXL handshake requires one checkpoint",
-                  fact.source, prefill_checkpoint=p, decode_checkpoint=d)
-
-
 # ----------------------------------------------------------------------------------------------
 # Rules of one instance
 
-def _pp_kv_connector(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _pp_kv_connector(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     if layout.pp_size == 1 or role not in DISAGGREGATED:
         return
     fact = check.fact("pp_kv_connector")
@@ -326,7 +194,7 @@ def _pp_kv_connector(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: La
                   fact.source, role=role, pp_size=layout.pp_size)
 
 
-def _vllm_pcp(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _vllm_pcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     if layout.pcp_size == 1:
         return
     fact = check.fact("pcp_attention")
@@ -337,7 +205,7 @@ def _vllm_pcp(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, r
                   fact.source, pcp_size=layout.pcp_size, attention=model.attention_kind)
 
 
-def _vllm_dcp(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _vllm_dcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     dcp = layout.dcp_size
     if dcp == 1:
         return
@@ -372,7 +240,7 @@ def _vllm_dcp(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, r
                       dcp_size=dcp, tp_size=layout.tp_size, role=role)
 
 
-def _vllm_expert_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _vllm_expert_parallel(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     if layout.ep_size == 1:
         return
     fact = check.fact("ep_size")
@@ -390,7 +258,7 @@ def _vllm_expert_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layou
                   ep_size=layout.ep_size, pcp_size=layout.pcp_size)
 
 
-def _vllm_dp_pp_placement(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _vllm_dp_pp_placement(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     dp, pp = layout.dp_size, layout.pp_size
     if dp == 1 or pp == 1 or not model.is_moe:
         return  # without DP ranks sharing MoE layers, where each rank's stages sit costs nothing
@@ -413,7 +281,7 @@ def _vllm_dp_pp_placement(check: _Checker, model: ModelSpec, gpu: GpuSpec, layou
               local_domain_gpus=domain)
 
 
-def _sglang_context_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _sglang_context_parallel(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     if layout.pcp_size > 1:
         fact = check.fact("world_size")
         check.add("pcp_unsupported", "SGLang has no prefill context parallelism over extra GPUs (vLLM's "
@@ -434,7 +302,7 @@ def _sglang_context_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, la
                           fact.source, dcp_size=layout.dcp_size, tp_size=sglang_tp)
 
 
-def _sglang_expert_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _sglang_expert_parallel(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     if layout.ep_size > 1 and not model.is_moe:
         flag = check.data.flag("--ep-size")
         check.add("expert_parallel", f"EP {layout.ep_size} on {model.name}, which has no experts",
@@ -444,7 +312,7 @@ def _sglang_expert_parallel(check: _Checker, model: ModelSpec, gpu: GpuSpec, lay
                   "attention data-parallel flag", None, dp_size=layout.dp_size)
 
 
-def _precision(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _precision(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     engine = check.ref.name
     weight = layout.weight_precision
     capability = gpu.compute_capability_x10
@@ -483,7 +351,7 @@ def _precision(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, 
                       kv_precision="fp8")
 
 
-def _checkpoint(check: _Checker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+def _checkpoint(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     found = weight_source(check.data, model, gpu, layout.weight_precision)
     if not found.available:
         check.add("checkpoint_unavailable", f"{layout.weight_precision} weights: {found.problem}; pass --checkpoint "
@@ -497,7 +365,7 @@ class _Rule:
     GPU and the engine data); ``first_broken_rules`` checks it once per distinct value of these.
     A rule that reads more must name it here (tests/test_engines_rules_columns.py compares)."""
 
-    check: Callable[[_Checker, ModelSpec, GpuSpec, Layout, Role], None]
+    check: Callable[[RuleChecker, ModelSpec, GpuSpec, Layout, Role], None]
     reads: tuple[str, ...]
 
 

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from layoutopt.engines import EngineRef, check_pair
-from layoutopt.engines.rules import PairKey, pair_rule_key
+from layoutopt.engines.pair_rules import PairKey, pair_rule_key
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
