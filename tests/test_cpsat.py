@@ -48,3 +48,24 @@ def test_an_infeasible_model_stays_infeasible_and_both_runs_are_counted():
     assert status == cp_model.INFEASIBLE
     assert spent >= solver.deterministic_time
     assert solver.parameters.cp_model_presolve and solver.parameters.max_deterministic_time == 10.0
+
+
+def test_the_deterministic_solver_is_one_worker_with_a_fixed_seed_and_floors_its_limits():
+    solver = cpsat.deterministic_solver(0.0, wall_s=-1.0, probing_level=0)
+    p = solver.parameters
+    assert (p.num_workers, p.random_seed) == (cpsat.NUM_WORKERS, cpsat.RANDOM_SEED) == (1, 20240607)
+    assert p.max_deterministic_time == cpsat.MIN_DETERMINISTIC_S
+    assert p.max_time_in_seconds == cpsat.MIN_WALL_S
+    assert p.cp_model_probing_level == 0
+    plain = cpsat.deterministic_solver(2.5).parameters
+    assert plain.max_deterministic_time == 2.5
+    # No wall-clock cap and CP-SAT's own probing level unless asked for.
+    default = cp_model.CpSolver().parameters
+    assert plain.max_time_in_seconds == default.max_time_in_seconds
+    assert plain.cp_model_probing_level == default.cp_model_probing_level != 0
+
+
+def test_cpsat_imports_nothing_of_layoutopt():
+    """The optimizer and the placement both build on it, so it sits below both."""
+    source = Path(cpsat.__file__).read_text()
+    assert "layoutopt" not in "".join(line for line in source.splitlines() if line.startswith(("import", "from")))

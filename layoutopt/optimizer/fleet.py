@@ -44,7 +44,7 @@ from layoutopt.optimizer.scaling import (
 )
 from layoutopt.optimizer.search import SearchResult
 from layoutopt.optimizer.solver import (
-    CP_MODEL_PROBING_LEVEL, DEFAULT_TOLERANCE_FRACTION, NUM_WORKERS, RANDOM_SEED, WALL_CAP_FACTOR, WALL_CAP_SLACK_S, LayoutSolver,
+    CP_MODEL_PROBING_LEVEL, DEFAULT_TOLERANCE_FRACTION, WALL_CAP_FACTOR, WALL_CAP_SLACK_S, LayoutSolver,
     SolveOutcome,
 )
 from layoutopt.optimizer.variables import LayoutVariables
@@ -92,12 +92,8 @@ class _Runner:
         self.timed_out = False
 
     def run(self, model: cp_model.CpModel) -> tuple[int, cp_model.CpSolver]:
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = NUM_WORKERS
-        solver.parameters.random_seed = RANDOM_SEED
-        solver.parameters.cp_model_probing_level = CP_MODEL_PROBING_LEVEL
-        solver.parameters.max_deterministic_time = max(1e-3, self.left_s)
-        solver.parameters.max_time_in_seconds = max(0.05, self.deadline - time.perf_counter())
+        solver = cpsat.deterministic_solver(self.left_s, wall_s=self.deadline - time.perf_counter(),
+                                            probing_level=CP_MODEL_PROBING_LEVEL)
         status, spent = cpsat.solve(solver, model)
         self.left_s -= spent
         self.used_s += spent

@@ -63,13 +63,13 @@ Bounds, gaps and status (what ``optimal`` promises)
     traffic), and the fractional relaxation (best capacity per dollar of any role combination) is
     a bound too; the smaller one is reported. ``SolveOutcome.proof`` says it in words.
 Determinism
-    One worker, a fixed seed, and a limit in CP-SAT's deterministic time (``max_deterministic_time``,
-    about one second of work on a typical machine per unit), shared by all phases: the same input
-    gives the same plan on any machine and under any load, timeouts included. A wall-clock cap of
-    ``WALL_CAP_FACTOR`` x the limit + ``WALL_CAP_SLACK_S`` stops a very slow machine; only then can
-    the result differ (``SolveOutcome.wall_capped``). Single-worker search was chosen over
-    ``interleave_search`` because it is deterministic without batching parameters and these
-    models are small (a few hundred variables).
+    ``cpsat.deterministic_solver``: one worker, a fixed seed, and a limit in CP-SAT's deterministic
+    time (``max_deterministic_time``, about one second of work on a typical machine per unit),
+    shared by all phases: the same input gives the same plan on any machine and under any load,
+    timeouts included. A wall-clock cap of ``WALL_CAP_FACTOR`` x the limit + ``WALL_CAP_SLACK_S``
+    stops a very slow machine; only then can the result differ (``SolveOutcome.wall_capped``).
+    Single-worker search was chosen over ``interleave_search`` because it is deterministic without
+    batching parameters and these models are small (a few hundred variables).
 """
 
 from __future__ import annotations
@@ -94,8 +94,6 @@ from layoutopt.optimizer.scaling import (
 )
 from layoutopt.optimizer.variables import LayoutVariables
 
-RANDOM_SEED = 20240607
-NUM_WORKERS = 1
 # Presolve probing off: OR-Tools 9.15's closed feasible layout models as infeasible (layoutopt.cpsat),
 # and these models solve faster without it (deepseek-v3 '$400/h': 1.14 -> 0.31 s of CP-SAT).
 CP_MODEL_PROBING_LEVEL = 0
@@ -195,8 +193,7 @@ class LayoutSolver:
     """Builds the CP-SAT model of an ``IntegerTable`` and runs one objective's phases."""
 
     def __init__(self, table: IntegerTable, objective: Objective, time_limit_s: float = 10.0,
-                 extra_constraints: Sequence = (), num_workers: int = NUM_WORKERS,
-                 random_seed: int = RANDOM_SEED, ratio_tolerance_fraction: float | None = None,
+                 extra_constraints: Sequence = (), ratio_tolerance_fraction: float | None = None,
                  tolerance_fraction: float = DEFAULT_TOLERANCE_FRACTION):
         if objective == "min-cost" and table.min_rate_units <= 0:
             raise ValueError("min-cost needs a target rate (--rate)")
@@ -204,8 +201,6 @@ class LayoutSolver:
         self.objective = objective
         self.time_limit_s = time_limit_s
         self.extra_constraints = list(extra_constraints)
-        self.num_workers = num_workers
-        self.random_seed = random_seed
         if not 0 <= tolerance_fraction < 1:
             raise ValueError(f"tolerance_fraction must be in [0, 1), got {tolerance_fraction}")
         self.tolerance_fraction = tolerance_fraction
@@ -226,15 +221,11 @@ class LayoutSolver:
 
     def _run(self, variables: LayoutVariables, relative_gap: float = 0.0, time_share: float = 1.0,
              absolute_gap: float | None = None, model: cp_model.CpModel | None = None) -> tuple[int, cp_model.CpSolver]:
-        solver = cp_model.CpSolver()
+        solver = cpsat.deterministic_solver(self._dtime_left * time_share, wall_s=self._deadline - time.perf_counter(),
+                                            probing_level=CP_MODEL_PROBING_LEVEL)
         solver.parameters.relative_gap_limit = relative_gap
         if absolute_gap is not None:
             solver.parameters.absolute_gap_limit = absolute_gap
-        solver.parameters.num_workers = self.num_workers
-        solver.parameters.random_seed = self.random_seed
-        solver.parameters.cp_model_probing_level = CP_MODEL_PROBING_LEVEL
-        solver.parameters.max_deterministic_time = max(1e-3, self._dtime_left * time_share)
-        solver.parameters.max_time_in_seconds = max(0.05, self._deadline - time.perf_counter())
         status, spent = cpsat.solve(solver, variables.model if model is None else model)
         self._dtime_left -= spent
         self._dtime_used += spent

@@ -194,8 +194,7 @@ class LowerBounds:
         if key == "domains" and "pipelines_in_domain" in proven:
             self._model.add(self._expressions["pipelines_in_domain"] <= proven["pipelines_in_domain"])
         self._model.minimize(self._expressions[key])
-        solver = cp_model.CpSolver()
-        code = self.budget.solve(solver, self._model)
+        code, solver = self.budget.solve(self._model)
         if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return 0
         return math.ceil(solver.best_objective_bound - 1e-6)

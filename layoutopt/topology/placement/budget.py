@@ -1,8 +1,8 @@
 """One CP-SAT time budget shared by every model a placement solves, in deterministic seconds.
 
-Each solve runs with one worker and a fixed seed and stops at what is left of the budget in
-CP-SAT's deterministic time (work done, not wall-clock), so the same input gives the same
-placement and the same status on any machine, however loaded.
+Each solve runs on ``cpsat.deterministic_solver`` (one worker, a fixed seed) and stops at what is
+left of the budget in CP-SAT's deterministic time (work done, not wall-clock), so the same input
+gives the same placement and the same status on any machine, however loaded.
 """
 
 from __future__ import annotations
@@ -10,11 +10,6 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from layoutopt import cpsat
-
-RANDOM_SEED = 20240607
-NUM_WORKERS = 1
-# A solve is not started with less than this left (it could not even load the model).
-MIN_DETERMINISTIC_S = 1e-3
 
 
 class SolveBudget:
@@ -26,15 +21,15 @@ class SolveBudget:
 
     @property
     def spent(self) -> bool:
-        return self.left_s < MIN_DETERMINISTIC_S
+        # A solve is not started with less than this left (it could not even load the model).
+        return self.left_s < cpsat.MIN_DETERMINISTIC_S
 
-    def solve(self, solver: cp_model.CpSolver, model: cp_model.CpModel, absolute_gap: float = 0.0) -> int:
-        """``solver.solve(model)`` within what is left; returns the CP-SAT status code."""
-        solver.parameters.random_seed = RANDOM_SEED
-        solver.parameters.num_workers = NUM_WORKERS
-        solver.parameters.max_deterministic_time = max(MIN_DETERMINISTIC_S, self.left_s)
+    def solve(self, model: cp_model.CpModel, absolute_gap: float = 0.0) -> tuple[int, cp_model.CpSolver]:
+        """The CP-SAT status code of ``model`` solved within what is left, and the solver (its
+        solution and bound)."""
+        solver = cpsat.deterministic_solver(self.left_s)
         solver.parameters.absolute_gap_limit = absolute_gap
         code, spent = cpsat.solve(solver, model)
         self.left_s -= spent
         self.used_s += spent
-        return code
+        return code, solver

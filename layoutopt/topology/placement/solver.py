@@ -329,7 +329,6 @@ def _search(data: PlacementData, budget: SolveBudget, objectives: list, proven: 
                                          lower_bound=lower[objective.key], proven_by="bound"))
     if greedy is not None:
         variables.add_hint(greedy)
-    solver = cp_model.CpSolver()
     status, outcome = "optimal", None
     for objective, expression in zip(objectives, expressions):
         if objective.key in proven:
@@ -344,7 +343,7 @@ def _search(data: PlacementData, budget: SolveBudget, objectives: list, proven: 
         code = cp_model.UNKNOWN if budget.spent else None
         if code is None:
             model.minimize(expression)
-            code = budget.solve(solver, model, absolute_gap=gap)
+            code, solver = budget.solve(model, absolute_gap=gap)
         if code == cp_model.INFEASIBLE and greedy is None:
             return _Outcome(status="infeasible")
         if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
