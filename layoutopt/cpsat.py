@@ -48,10 +48,12 @@ def deterministic_solver(deterministic_s: float, *, wall_s: float | None = None,
     return solver
 
 
-def solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> tuple[int, float]:
-    """(status, deterministic seconds spent) of ``solver.solve(model)``; an INFEASIBLE status after
-    presolve is re-checked without presolve, and then ``solver`` holds the re-check's response."""
-    status = solver.solve(model)
+def solve(solver: cp_model.CpSolver, model: cp_model.CpModel,
+          callback: cp_model.CpSolverSolutionCallback | None = None) -> tuple[int, float]:
+    """(status, deterministic seconds spent) of ``solver.solve(model, callback)``; an INFEASIBLE
+    status after presolve is re-checked without presolve, and then ``solver`` holds the re-check's
+    response. ``callback`` sees every solution (and may stop the search)."""
+    status = solver.solve(model, callback)
     spent = solver.deterministic_time
     if status != cp_model.INFEASIBLE or not solver.parameters.cp_model_presolve:
         return status, spent
@@ -59,7 +61,7 @@ def solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> tuple[int, floa
     solver.parameters.cp_model_presolve = False
     solver.parameters.max_deterministic_time = max(MIN_DETERMINISTIC_S, limit - spent)
     try:
-        status = solver.solve(model)
+        status = solver.solve(model, callback)
     finally:
         solver.parameters.cp_model_presolve = True
         solver.parameters.max_deterministic_time = limit

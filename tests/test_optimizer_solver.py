@@ -271,3 +271,43 @@ def test_an_improving_step_stopped_at_the_enough_gap_proves_q_within_half_the_to
     assert _enough_gap(numerator, cheapest, half) <= cheapest * numerator * half / (1 - half)
     ratio_bound = q + Fraction(bound, denominator * cheapest)
     assert q >= ratio_bound * (1 - half)
+
+
+def test_an_improving_step_stops_at_its_first_plan_within_half_the_tolerance():
+    """``_StopAtRatio`` ends a search at the first solution whose rate / cost reaches the target (the
+    plan the Dinkelbach loop would stop at anyway), not at the step's time share: enumerating every
+    plan of a model with 40 of them, it stops at one that reaches the target, before the last."""
+    from types import SimpleNamespace
+
+    from ortools.sat.python import cp_model
+
+    from layoutopt import cpsat
+    from layoutopt.optimizer.solver import _StopAtRatio
+
+    model = cp_model.CpModel()
+    rate, cost = model.new_int_var(1, 40, "rate"), model.new_int_var(10, 10, "cost")
+    seen = []
+
+    class Counting(_StopAtRatio):
+        def on_solution_callback(self) -> None:
+            seen.append(self.value(rate))
+            super().on_solution_callback()
+
+    stop = Counting(SimpleNamespace(total_rate=rate, total_cost=lambda: cost + 0), Fraction(3))
+    solver = cp_model.CpSolver()
+    solver.parameters.enumerate_all_solutions = True
+    solver.parameters.num_workers = 1
+    status, _ = cpsat.solve(solver, model, stop)
+    assert status == cp_model.FEASIBLE  # stopped: enumerating all 40 would end OPTIMAL
+    assert len(seen) < 40 and seen[-1] >= 30 and all(r < 30 for r in seen[:-1])
+
+
+def test_an_improving_step_that_stops_early_keeps_the_plan_within_the_tolerance():
+    """With the early stop the ratio objective still ends ``optimal`` with the reported plan within
+    the tolerance of a valid bound (the brute-force property above checks the bound itself)."""
+    table = synthetic_table(min_rate_rps=1.0)
+    outcome = LayoutSolver(to_integer_table(table), "goodput-per-dollar", time_limit_s=5).solve()
+    plans = [(r, c) for _, r, c in brute_force_plans(to_integer_table(table)) if r >= 1]
+    best = max(Fraction(r, c) for r, c in plans)
+    assert outcome.status == "optimal"
+    assert Fraction(outcome.rate_units, outcome.cost_units) >= best * (1 - Fraction(RATIO_TOLERANCE_FRACTION))
