@@ -4,7 +4,9 @@ Replays every row of the measurement CSVs through layoutopt's closed-loop estima
 GPU and prints, per GPU, engine and mode: rows, rows predicted, rows left out with the reasons,
 median and mean absolute % error of TTFT and TPOT, share within 20 % and median signed error.
 Disaggregated rows whose worker counts the CSV leaves blank cannot be replayed exactly (the
-measurements README); they are left out of the figures and counted as such.
+measurements README); they are left out of the figures and counted as such, as are rows that list
+a run another row already lists (``measurements.split_repeats``: the same results under another id
+or another name of one architecture), so each run weighs once.
 
     python benchmarks/accuracy.py [CSV ...] [--engine vllm] [--leave-one-gpu-out] [--breakdown] [--residuals]
                                   [--ttft-remainder] [--json] [--ep-exchange alltoall]
@@ -42,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from layoutopt.perf_model.fit import error_summary, load_cases, predict_all  # noqa: E402
+from layoutopt.perf_model.measurements import split_repeats  # noqa: E402
 from ttft_remainder import engine_versions, render_remainders, ttft_remainders  # noqa: E402
 
 
@@ -56,6 +59,7 @@ def measurements_dir() -> Path:
 
 DEFAULT_CSVS = [measurements_dir() / "h100_sxm.csv", measurements_dir() / "b200_sxm.csv"]
 GUESSED = "disagg worker counts not in the CSV"
+REPEAT = "a run another row already lists (same results under another id or model name)"
 
 
 def load_all(paths: list[Path], engine: str | None = None):
@@ -68,6 +72,8 @@ def load_all(paths: list[Path], engine: str | None = None):
     if engine:
         cases = [c for c in cases if c.engine == engine]
         left = [x for x in left if x[1] == engine]
+    cases, repeats = split_repeats(cases)
+    left += [(c.gpu, c.engine, c.mode, REPEAT) for c in repeats]
     left += [(c.gpu, c.engine, c.mode, GUESSED) for c in cases if c.worker_counts_assumed]
     return [c for c in cases if not c.worker_counts_assumed], left
 

@@ -196,6 +196,25 @@ def test_load_cases_names_missing_columns(tmp_path):
         load_cases(path)
 
 
+
+def test_one_run_listed_under_two_names_of_one_architecture_counts_once():
+    from layoutopt.perf_model.measurements import fit_cases, split_repeats
+
+    def case(rid, model, ttft=120.0, conc=16.0):
+        return MeasuredCase(rid, "sglang", "agg", model, 1024, 128, conc, Layout(tp_size=8, weight_precision="fp8"),
+                            None, 1, None, 1, None, ttft, 10.0, gpu="B200")
+
+    r1 = case("2026_04_06_deepseek_r1_x", "deepseek-ai/DeepSeek-R1")
+    v3 = case("dsr1_b200_x", "deepseek-ai/DeepSeek-V3")              # the same run, the sibling name
+    other_run = case("dsr1_b200_y", "deepseek-ai/DeepSeek-V3", ttft=121.0)
+    other_model = case("k", "meta-llama/Llama-3.1-70B")           # same numbers, another architecture
+    unknown = case("u", "acme/unlisted")                           # outside the catalog: by its id
+    first, repeats = split_repeats([r1, v3, other_run, other_model, unknown, case("u2", "acme/unlisted")])
+    assert [c.row_id for c in first] == [r1.row_id, other_run.row_id, "k", "u"]
+    assert [c.row_id for c in repeats] == [v3.row_id, "u2"]
+    assumed = dataclasses.replace(case("g", "meta-llama/Llama-3.1-70B", ttft=99.0), worker_counts_assumed=True)
+    assert [c.row_id for c in fit_cases([r1, v3, assumed])] == [r1.row_id]
+
 def _synthetic_cases(truth) -> list[MeasuredCase]:
     """Cases whose 'measurements' are the model's own predictions under ``truth``."""
     cases = []

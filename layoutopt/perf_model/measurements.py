@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from layoutopt.errors import InputError, LayoutoptError
+from layoutopt.model_catalog import get_model
 from layoutopt.model_catalog.spec import FOUR_BIT_PRECISIONS
 from layoutopt.perf_model.reference_kv import KV_CACHE_DTYPES, reference_kv_precision
 from layoutopt.plan import Layout
@@ -406,15 +407,37 @@ def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: La
     return None
 
 
-def fit_cases(cases: list[MeasuredCase]) -> list[MeasuredCase]:
-    """The cases a fit learns from: each measurement once (the CSV repeats some runs under several
-    ids), and no row whose worker counts are guessed (its error says nothing about the constants)."""
-    seen, out = set(), []
+def measurement_key(case: MeasuredCase) -> tuple:
+    """What tells one measured run from another: GPU, engine, mode, the model's architecture,
+    lengths, concurrency and the two measured latencies. The model counts by its architecture, not
+    its name: the reference B200 file lists 204 runs twice, once as DeepSeek-R1 (``2026_0*_deepseek_r1_*``)
+    and once as DeepSeek-V3 (``dsr1_b200_*``), with one layout and the same TTFT and TPOT to every digit;
+    the two share config.json's shape (reference/hf_configs), so they are one run, not two. A model
+    outside the catalog counts by its id."""
+    return (case.gpu, case.engine, case.mode, _architecture(case.model_id), case.isl, case.osl,
+            case.concurrency, case.ttft_ms, case.tpot_ms)
+
+
+def _architecture(model_id: str) -> str:
+    try:
+        spec = get_model(model_id)
+    except LayoutoptError:
+        return model_id
+    return repr(spec.model_copy(update={"name": "", "hf_id": "", "source": ""}))
+
+
+def split_repeats(cases: list[MeasuredCase]) -> tuple[list[MeasuredCase], list[MeasuredCase]]:
+    """(each measurement's first listing, the later listings of one already seen), in input order:
+    the CSVs repeat some runs under several ids or model names (:func:`measurement_key`)."""
+    seen, first, repeats = set(), [], []
     for case in cases:
-        key = (case.gpu, case.engine, case.mode, case.model_id, case.isl, case.osl, case.concurrency,
-               case.ttft_ms, case.tpot_ms)
-        if case.worker_counts_assumed or key in seen:
-            continue
+        key = measurement_key(case)
+        (repeats if key in seen else first).append(case)
         seen.add(key)
-        out.append(case)
-    return out
+    return first, repeats
+
+
+def fit_cases(cases: list[MeasuredCase]) -> list[MeasuredCase]:
+    """The cases a fit learns from: each measurement once (:func:`split_repeats`), and no row whose
+    worker counts are guessed (its error says nothing about the constants)."""
+    return [case for case in split_repeats(cases)[0] if not case.worker_counts_assumed]
