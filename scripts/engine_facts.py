@@ -203,6 +203,7 @@ def _vllm_pp_connector(wheel: Wheel, facts: Facts) -> None:
         if mamba is not None:
             facts.add("pp_kv_connector_linear_attention", False, *mamba,
                       "NIXL with pipeline_parallel_size > 1 refuses Mamba/SSM (linear-attention) hybrid models.")
+        _vllm_pp_kv_connector_hybrid(wheel, facts, files)
         return
     worker = "vllm/v1/worker/gpu_worker.py"
     line = wheel.find(worker, r"return \{tp_rank: metadata\}")
@@ -214,6 +215,28 @@ def _vllm_pp_connector(wheel: Wheel, facts: Facts) -> None:
               "the stages overwrite each other and a peer can reach only one stage's KV: PP is not usable on "
               "either side of a NIXL P/D pair in this version.")
 
+
+
+def _vllm_pp_kv_connector_hybrid(wheel: Wheel, facts: Facts, files: list[str]) -> None:
+    """PP on a prefill with the pull NixlConnector (the one emit launches) and a hybrid KV cache:
+    refused at start-up while the hybrid KV cache manager (HMA) is on, and it is on for a
+    sliding-window model, because the NIXL connectors support HMA, but off by default for chunked
+    local attention (Llama 4)."""
+    pull = _first(wheel, files, r"NixlConnector \(pull\) does not support pipeline_parallel_size")
+    if pull is None:
+        return
+    config = "vllm/config/vllm.py"
+    chunked = wheel.find(config, r"Hybrid KV cache manager is not yet supported with chunked")
+    connector = _first(wheel, files, r"^class NixlBaseConnector\(.*SupportsHMA")
+    if chunked is None or connector is None:
+        raise ProbeError(f"{wheel.path.name}: PP + HMA refusal found, but not when HMA is on")
+    facts.add("pp_kv_connector_hybrid_attention", {"sliding_window": False, "chunked_local_attention": True}, *pull,
+              "The pull NixlConnector refuses pipeline_parallel_size > 1 when the KV cache is hybrid (a "
+              "non-full-attention KV spec) and the hybrid KV cache manager is on. It is on for a sliding-window "
+              f"model such as gpt-oss: the NIXL connectors support HMA ({connector[0]}:{connector[1]}), so a "
+              "--kv-transfer-config does not turn it off. Chunked local attention (Llama 4) turns it off by "
+              f"default ({config}:{chunked}, unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1), "
+              "so such a prefill may run PP.")
 
 def _vllm_expert_parallel(wheel: Wheel, facts: Facts) -> None:
     rel = "vllm/model_executor/layers/fused_moe/config.py"

@@ -42,6 +42,7 @@ FACTS = [
     ("vllm", "0.33.0", "dcp_kv_connector", "mla_only"),
     ("vllm", "0.13.0", "pp_kv_connector", {"prefill": False, "decode": False}),
     ("vllm", "0.33.0", "pp_kv_connector", {"prefill": True, "decode": False}),
+    ("vllm", "0.33.0", "pp_kv_connector_hybrid_attention", {"sliding_window": False, "chunked_local_attention": True}),
     ("vllm", "0.13.0", "nixl_side_channel_port_offset", "data_parallel_rank"),
     ("vllm", "0.33.0", "nixl_side_channel_port_offset", "data_parallel_index"),
     ("vllm", "0.33.0", "nixl_side_channel_host", {"env": "VLLM_NIXL_SIDE_CHANNEL_HOST", "default": "localhost"}),

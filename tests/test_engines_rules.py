@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from layoutopt.engines import check_layout, check_node_split, check_pair, engine_notes
+from layoutopt.engines.loader import load_engine_data
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.model_catalog.checkpoints import with_user_checkpoints
@@ -103,6 +104,21 @@ def test_pp_on_a_linear_attention_prefill_with_0_33():
     hybrid = get_model("qwen3.5-27b")
     assert hybrid.num_linear_attention_layers
     assert rules("vllm==0.33.0", hybrid, H100, Layout(tp_size=2, pp_size=2), "prefill") == ["pp_kv_connector"]
+
+
+def test_pp_on_a_sliding_window_prefill_with_0_33_but_not_on_chunked_local_attention():
+    # gpt-oss keeps vLLM's hybrid KV cache manager on under NIXL, and the pull connector then refuses
+    # PP (nixl/base_worker.py:872-876); Llama 4's chunked attention turns the manager off by default.
+    sliding, chunked = get_model("gpt-oss-120b"), get_model("llama-4-scout")
+    assert sliding.num_sliding_window_layers and not sliding.sliding_window_chunked
+    assert chunked.num_sliding_window_layers and chunked.sliding_window_chunked
+    layout = Layout(tp_size=2, pp_size=2, weight_precision="mxfp4")  # gpt-oss's own checkpoint
+    found = check_layout("vllm==0.33.0", sliding, H100, layout, "prefill")
+    assert [v.rule for v in found] == ["pp_kv_connector"] and "sliding-window" in found[0].message
+    assert found[0].source.line == load_engine_data("vllm", "0.33.0").fact("pp_kv_connector_hybrid_attention").source.line
+    assert rules("vllm==0.33.0", chunked, H100, Layout(tp_size=2, pp_size=2, weight_precision="bf16"), "prefill") == []
+    assert rules("vllm==0.33.0", sliding, H100, Layout(tp_size=2, weight_precision="mxfp4"), "prefill") == []
+    assert rules("vllm==0.33.0", sliding, H100, layout, "colocated") == []
 
 
 def test_sglang_decode_pp_equals_prefill_pp_or_one():

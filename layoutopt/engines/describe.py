@@ -43,6 +43,9 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         f"{role} {'allowed' if ok else 'refused'}" for role, ok in v.items()))
     add("pp_kv_connector", "pp_kv_connector_linear_attention",
         lambda v: "PP > 1 with the NIXL connector refuses Mamba/SSM hybrids")
+    add("pp_kv_connector", "pp_kv_connector_hybrid_attention",
+        lambda v: "PP > 1 with the NIXL connector refuses sliding-window models (" + ", ".join(
+            f"{kind.replace('_', ' ')} {'allowed' if ok else 'refused'}" for kind, ok in v.items()) + ")")
     add("checkpoint_unavailable", "online_quantization_fp8",
         lambda v: f"FP8 weights from a 16-bit checkpoint at load time: --quantization {v}")
     add("checkpoint_unavailable", "fp8_online_refused",

@@ -6,8 +6,10 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
 
 - the rules between a prefill and a decode pool (``check_pair``: TP, PP, KV dtype, GPU generation,
   checkpoint) are in ``pair_rules``.
-- ``pp_kv_connector`` (``pp_kv_connector``, ``pp_kv_connector_linear_attention``, vLLM): PP on a
-  prefill or decode instance with the NIXL connector.
+- ``pp_kv_connector`` (``pp_kv_connector``, ``pp_kv_connector_linear_attention``,
+  ``pp_kv_connector_hybrid_attention``, vLLM): PP on a prefill or decode instance with the NIXL
+  connector, and on a prefill of a linear-attention or sliding-window model (not of chunked local
+  attention, whose hybrid KV cache manager is off by default).
 - ``pcp_unsupported`` (``pcp_attention``): prefill context parallelism needs an attention
   implementation that declares it (vLLM 0.33: MLA only; vLLM 0.13: none). layoutopt's PCP is
   vLLM's (extra GPUs); SGLang's attention CP splits the --tp-size group and is not modelled.
@@ -192,6 +194,14 @@ def _pp_kv_connector(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout:
         check.add("pp_kv_connector", f"PP {layout.pp_size} with the NIXL KV connector refuses linear-attention "
                   f"(Mamba/SSM) hybrids; {model.name} has {model.num_linear_attention_layers} such layers",
                   fact.source, role=role, pp_size=layout.pp_size)
+        return
+    fact = check.fact("pp_kv_connector_hybrid_attention")
+    kind = "chunked_local_attention" if model.sliding_window_chunked else "sliding_window"
+    if fact is not None and model.num_sliding_window_layers and not fact.value.get(kind, True):
+        check.add("pp_kv_connector", f"PP {layout.pp_size} with the NIXL KV connector refuses a hybrid KV cache "
+                  f"(its hybrid KV cache manager stays on for sliding-window attention); {model.name} has "
+                  f"{model.num_sliding_window_layers} sliding-window layers", fact.source, role=role,
+                  pp_size=layout.pp_size)
 
 
 def _vllm_pcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:

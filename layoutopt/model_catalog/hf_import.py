@@ -236,6 +236,7 @@ def _llama4(r: _Reader) -> dict[str, Any]:
             "num_full_attention_layers": num_global,
             "num_sliding_window_layers": n - num_global,
             "sliding_window_tokens": int(chunk),
+            "sliding_window_chunked": True,
         }
     else:
         fields["num_full_attention_layers"] = n

@@ -64,6 +64,9 @@ class ModelSpec(BaseModel):
     num_full_attention_layers: int = Field(ge=0)
     num_sliding_window_layers: int = Field(default=0, ge=0)
     sliding_window_tokens: int | None = Field(default=None, gt=0)
+    # The sliding layers attend within fixed chunks of sliding_window_tokens (Llama 4's chunked local
+    # attention) rather than over a window that slides: the same cache bound, but engines treat it apart.
+    sliding_window_chunked: bool = False
     num_linear_attention_layers: int = Field(default=0, ge=0)
     # Linear attention (Gated DeltaNet in Qwen3.5/3.6).
     linear_num_key_heads: int = 0
