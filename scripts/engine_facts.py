@@ -161,6 +161,33 @@ def _vllm_context_parallel(wheel: Wheel, facts: Facts) -> None:
         facts.add("dcp_kv_connector", "mla_only", "vllm/config/vllm.py", line,
                   "With the NIXL connector, dcp_size > 1 is accepted only for MLA models, and it must be 1 or "
                   "equal to max(tp_size, pcp_size) (the assertion just above).")
+    _vllm_context_parallel_kv_connector(wheel, facts)
+
+
+# What the NIXL connector accepts of prefill context parallelism, on one instance and across a pair:
+# (the statement that says it, fact, value, note). A release without the first states none of them.
+_NIXL_CONTEXT_PARALLEL = (
+    (r"NixlConnector PCP currently supports kv_producer only", "pcp_kv_connector_roles", ["prefill"],
+     "With the NIXL connector, prefill_context_parallel_size > 1 runs only on a kv_producer (prefill) instance; "
+     "a consumer (decode) refuses it at start-up."),
+    (r"NixlConnector PCP\+DCP requires TP1 with DCP spanning", "pcp_dcp_kv_connector", "tp1_dcp_equals_pcp",
+     "With the NIXL connector, an instance with both PCP > 1 and DCP > 1 must run TP 1 with dcp_size equal to "
+     "pcp_size; it refuses any other combination at start-up."),
+    (r"Replicated PCP cannot be paired with a DCP-sharded NIXL peer", "pd_context_parallel",
+     "no_replicated_pcp_with_dcp_peer",
+     "At the NIXL handshake, a side with PCP > 1 and DCP 1 (its KV replicated over the PCP ranks) cannot pair "
+     "with a peer whose DCP > 1 (its KV sharded over DCP ranks): the first transfer between them raises instead "
+     "of moving KV."),
+)
+
+
+def _vllm_context_parallel_kv_connector(wheel: Wheel, facts: Facts) -> None:
+    files = wheel.files_under("vllm/distributed/kv_transfer/kv_connector/v1/nixl/")
+    for pattern, name, value, note in _NIXL_CONTEXT_PARALLEL:
+        found = _first(wheel, files, pattern)
+        if found is None:
+            return
+        facts.add(name, value, *found, note)
 
 
 def _vllm_pd_attention_backend(wheel: Wheel, facts: Facts) -> None:

@@ -16,9 +16,11 @@ from layoutopt.optimizer.engine_rules import incompatible_pairs, pairing_signatu
 from layoutopt.optimizer.space import enumerate_proposals
 
 
-@pytest.mark.parametrize("engine", ["vllm", "vllm==0.13.0", "sglang", "sglang==0.5.3"])
-def test_grouped_pair_checks_equal_every_pair(engine):
-    model, ref = get_model("qwen3-32b"), engine_ref_of(engine)
+@pytest.mark.parametrize("engine,model_name", [("vllm", "qwen3-32b"), ("vllm==0.13.0", "qwen3-32b"),
+                                               ("sglang", "qwen3-32b"), ("sglang==0.5.3", "qwen3-32b"),
+                                               ("vllm", "deepseek-v3")])  # MLA: PCP and DCP pools
+def test_grouped_pair_checks_equal_every_pair(engine, model_name):
+    model, ref = get_model(model_name), engine_ref_of(engine)
     proposals = [p for p in enumerate_proposals(model, [get_gpu("H100"), get_gpu("B200")],
                                                 ["prefill", "decode", "colocated"], "bf16")]
     sample = random.Random(0).sample(proposals, 300)

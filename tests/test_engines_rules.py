@@ -121,6 +121,27 @@ def test_pp_on_a_sliding_window_prefill_with_0_33_but_not_on_chunked_local_atten
     assert rules("vllm==0.33.0", sliding, H100, layout, "colocated") == []
 
 
+def test_pcp_with_the_nixl_connector_runs_on_prefill_only_and_with_dcp_only_at_tp1():
+    pcp = Layout(tp_size=8, pcp_size=2, weight_precision="fp8")
+    assert rules("vllm==0.33.0", DEEPSEEK, B200, pcp, "prefill") == []
+    assert rules("vllm==0.33.0", DEEPSEEK, B200, pcp, "colocated") == []   # no connector
+    [v] = check_layout("vllm==0.33.0", DEEPSEEK, B200, pcp, "decode")
+    assert v.rule == "pcp_unsupported" and v.source.file.endswith("nixl/connector.py") and "prefill" in v.message
+    [v] = check_layout("vllm==0.33.0", DEEPSEEK, B200, Layout(tp_size=2, pcp_size=2, dcp_size=2, weight_precision="fp8"),
+                       "prefill")
+    assert v.rule == "pcp_unsupported" and v.values == {"pcp_size": 2, "dcp_size": 2, "tp_size": 2}
+
+
+def test_a_replicated_pcp_prefill_cannot_pair_with_a_dcp_decode():
+    # nixl/base_worker.py: "Replicated PCP cannot be paired with a DCP-sharded NIXL peer".
+    prefill = Layout(tp_size=8, pcp_size=2, weight_precision="fp8")
+    [v] = check_pair("vllm==0.33.0", DEEPSEEK, prefill, Layout(tp_size=8, dcp_size=8, weight_precision="fp8"))
+    assert v.rule == "pd_context_parallel" and v.values["prefill_pcp"] == 2 and v.values["decode_dcp"] == 8
+    assert check_pair("vllm==0.33.0", DEEPSEEK, prefill, Layout(tp_size=8, weight_precision="fp8")) == []
+    assert check_pair("vllm==0.33.0", DEEPSEEK, Layout(tp_size=8, weight_precision="fp8"),
+                      Layout(tp_size=8, dcp_size=8, weight_precision="fp8")) == []
+
+
 def test_sglang_decode_pp_equals_prefill_pp_or_one():
     assert check_pair("sglang==0.5.23", QWEN, Layout(pp_size=2), Layout(pp_size=1)) == []
     assert check_pair("sglang==0.5.23", QWEN, Layout(pp_size=2), Layout(pp_size=2)) == []

@@ -68,6 +68,12 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         data_file=CHECKPOINTS_FILE))
     if ref.name == "vllm":
         add("pcp_unsupported", "pcp_attention", lambda v: f"PCP supported by: {_kinds(v)}")
+        add("pcp_unsupported", "pcp_kv_connector_roles",
+            lambda v: "PCP with the NIXL connector: " + " and ".join(v) + " instances only")
+        add("pcp_unsupported", "pcp_dcp_kv_connector",
+            lambda v: "PCP with DCP and the NIXL connector: TP 1 and DCP = PCP")
+        add("pd_context_parallel", "pd_context_parallel",
+            lambda v: "a side with PCP and no DCP (replicated KV) cannot pair with a DCP (sharded KV) peer")
         add("dcp_unsupported", "dcp_attention", lambda v: f"DCP supported by: {_kinds(v)}")
         add("dcp_unsupported", "dcp_gqa_max", lambda v: "GQA: TP > KV heads and DCP <= TP // KV heads")
         add("dcp_unsupported", "dcp_kv_connector", lambda v: "DCP with the NIXL connector: MLA only, DCP = TP")

@@ -15,6 +15,8 @@ each pair of keys once. The rules, and the facts of ``data/<engine>-<version>.ya
   (vLLM hashes the default attention backend's name; SGLang pages KV by the backend's page size).
 - ``pd_checkpoint`` (``pd_checkpoint``, vLLM): both sides load one checkpoint (the handshake hashes
   the model path).
+- ``pd_context_parallel`` (``pd_context_parallel``, vLLM 0.33): a side with PCP > 1 and DCP 1 (KV
+  replicated over its PCP ranks) cannot pair with a peer with DCP > 1 (KV sharded).
 """
 
 from __future__ import annotations
@@ -45,16 +47,21 @@ def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layo
     return check.found
 
 
-PairKey = tuple[int, int, str, str, tuple[str, str]]
+PairKey = tuple[int, int, str, str, tuple[str, str], bool, bool]
 
 
 def pair_rule_key(layout: Layout, gpu: GpuSpec) -> PairKey:
     """Everything ``check_pair`` reads of one side: TP and PP (the KV handshake maps TP and PP ranks),
-    the KV cache precision, the weight precision (which checkpoint is served) and the GPU's
-    attention-backend family (the handshake hashes these). Two instances with one key pair with
-    the same partners."""
+    the KV cache precision, the weight precision (which checkpoint is served), the GPU's
+    attention-backend family (the handshake hashes these), and whether its KV is replicated over
+    PCP ranks or sharded over DCP ranks. Two instances with one key pair with the same partners."""
     return (layout.tp_size, layout.pp_size, layout.kv_precision, layout.weight_precision,
-            attention_backend_family(gpu))
+            attention_backend_family(gpu), _replicated_pcp(layout), layout.dcp_size > 1)
+
+
+def _replicated_pcp(layout: Layout) -> bool:
+    """PCP without DCP: every PCP rank holds the whole KV of its sequences."""
+    return layout.pcp_size > 1 and layout.dcp_size == 1
 
 
 def attention_backend_family(gpu: GpuSpec) -> tuple[str, str]:
@@ -87,6 +94,15 @@ def layout_pair_rules(check: RuleChecker, model: ModelSpec, prefill: Layout, dec
     elif fact is not None and fact.value == "decode_divides_prefill" and prefill.pp_size % decode.pp_size:
         check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must divide prefill PP {prefill.pp_size}",
                   fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
+    fact = check.fact("pd_context_parallel")
+    if fact is not None and fact.value == "no_replicated_pcp_with_dcp_peer":
+        for side, peer, one, other in (("prefill", "decode", prefill, decode), ("decode", "prefill", decode, prefill)):
+            if _replicated_pcp(one) and other.dcp_size > 1:
+                check.add("pd_context_parallel", f"{side} PCP {one.pcp_size} without DCP (KV replicated over its "
+                          f"PCP ranks) cannot pair with the {peer}'s DCP {other.dcp_size} (KV sharded over DCP ranks) "
+                          "over NIXL", fact.source, prefill_pcp=prefill.pcp_size, prefill_dcp=prefill.dcp_size,
+                          decode_pcp=decode.pcp_size, decode_dcp=decode.dcp_size)
+                break
 
 
 def _pair_gpu_rules(check: RuleChecker, prefill_gpu: GpuSpec, decode_gpu: GpuSpec) -> None:

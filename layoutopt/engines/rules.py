@@ -10,8 +10,10 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
   ``pp_kv_connector_hybrid_attention``, vLLM): PP on a prefill or decode instance with the NIXL
   connector, and on a prefill of a linear-attention or sliding-window model (not of chunked local
   attention, whose hybrid KV cache manager is off by default).
-- ``pcp_unsupported`` (``pcp_attention``): prefill context parallelism needs an attention
-  implementation that declares it (vLLM 0.33: MLA only; vLLM 0.13: none). layoutopt's PCP is
+- ``pcp_unsupported`` (``pcp_attention``, ``pcp_kv_connector_roles``, ``pcp_dcp_kv_connector``):
+  prefill context parallelism needs an attention implementation that declares it (vLLM 0.33: MLA
+  only; vLLM 0.13: none); with the NIXL connector (vLLM 0.33) it runs on prefill instances only,
+  and together with DCP only at TP 1 with DCP = PCP. layoutopt's PCP is
   vLLM's (extra GPUs); SGLang's attention CP splits the --tp-size group and is not modelled.
 - ``dcp_unsupported`` (``dcp_attention``, ``dcp_gqa_max``, ``dcp_gqa_q_per_kv``, ``dcp_kv_connector``):
   decode context parallelism by attention kind, KV heads and (vLLM 0.33) with the KV connector.
@@ -213,6 +215,20 @@ def _vllm_pcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout
         check.add("pcp_unsupported", f"PCP {layout.pcp_size} needs an attention implementation with PCP support "
                   f"({supported} in this version); {model.name} uses {model.attention_kind.upper()}",
                   fact.source, pcp_size=layout.pcp_size, attention=model.attention_kind)
+        return
+    if role not in DISAGGREGATED:
+        return
+    fact = check.fact("pcp_kv_connector_roles")
+    if fact is not None and role not in fact.value:
+        check.add("pcp_unsupported", f"PCP {layout.pcp_size} on a {role} instance: the NIXL KV connector runs PCP "
+                  f"only on {' and '.join(fact.value)} instances", fact.source, pcp_size=layout.pcp_size, role=role)
+        return
+    fact = check.fact("pcp_dcp_kv_connector")
+    if (fact is not None and fact.value == "tp1_dcp_equals_pcp" and layout.dcp_size > 1
+            and (layout.tp_size != 1 or layout.dcp_size != layout.pcp_size)):
+        check.add("pcp_unsupported", f"PCP {layout.pcp_size} with DCP {layout.dcp_size} and TP {layout.tp_size}: the "
+                  "NIXL KV connector needs TP 1 and DCP equal to PCP when both are on", fact.source,
+                  pcp_size=layout.pcp_size, dcp_size=layout.dcp_size, tp_size=layout.tp_size)
 
 
 def _vllm_dcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
@@ -379,7 +395,7 @@ class _Rule:
     reads: tuple[str, ...]
 
 
-_PCP = _Rule(_vllm_pcp, ("pcp_size",))
+_PCP = _Rule(_vllm_pcp, ("pcp_size", "dcp_size", "tp_size", "role"))
 _DCP = _Rule(_vllm_dcp, ("dcp_size", "tp_size", "pcp_size", "role"))
 _PP_KV = _Rule(_pp_kv_connector, ("pp_size", "role"))
 _EP = _Rule(_vllm_expert_parallel, ("ep_size", "tp_size", "dp_size", "pcp_size"))
