@@ -54,6 +54,16 @@ FACTS = [
     ("sglang", "0.5.23", "pd_tp_rule", "either_divides"),
     ("sglang", "0.5.23", "pd_pp_rule", "decode_equal_or_one"),
     ("sglang", "0.5.23", "host_default", "127.0.0.1"),
+    ("sglang", "0.5.23", "page_size_default", 1),
+    ("sglang", "0.5.3", "page_size_default", 1),
+    ("sglang", "0.5.23", "page_size_trtllm_mha", {"accepts": [16, 32, 64, 128], "otherwise": 64}),
+    ("sglang", "0.5.3", "page_size_trtllm_mha", {"accepts": [16, 32, 64], "otherwise": 64}),
+    ("sglang", "0.5.23", "page_size_trtllm_mla", {"accepts": [32, 64], "otherwise": 64}),
+    ("sglang", "0.5.23", "sm100_attention_backend", {"gqa": "trtllm_mha", "gqa_asymmetric_kv": "fa4",
+                                                     "mla": "flashinfer"}),
+    ("sglang", "0.5.3", "sm100_attention_backend", {"gqa": "flashinfer", "mla": "flashinfer"}),
+    ("sglang", "0.5.3", "sm100_model_attention_backend", {"GptOssForCausalLM": "trtllm_mha"}),
+    ("sglang", "0.5.23", "pd_page_size_check", "equal"),
 ]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-from engine_facts import _vllm_pd_tp  # noqa: E402
+from engine_facts import _sglang_page_size_resolution, _vllm_pd_tp  # noqa: E402
 from engine_flags import vllm_flags  # noqa: E402
 from engine_source import Facts, ProbeError, Wheel  # noqa: E402
 
@@ -135,3 +135,83 @@ def test_router_flags_resolve_the_prefix_and_follow_helpers(tmp_path):
     assert by_name["--policy"]["choices"] == ["random", "round_robin"]
     assert by_name["--host"]["default"] == "0.0.0.0" and by_name["--host"]["source"]["line"] == 6
     assert by_name["--service-discovery"]["source"]["line"] == 10
+
+
+SGLANG_053_FILES = {
+    "sglang/srt/server_args.py": '''
+        class ServerArgs:
+            def _handle_model_specific_adjustments(self):
+                if model_arch in ["GptOssForCausalLM"]:
+                    if self.attention_backend is None:
+                        if is_cuda() and is_sm100_supported():
+                            self.attention_backend = "trtllm_mha"
+                if is_deepseek_nsa(hf_config):
+                    if not is_npu():
+                        self.page_size = 64
+            def _handle_attention_backend_compatibility(self):
+                if (
+                    self.attention_backend == "trtllm_mla"
+                ):
+                    if self.page_size not in [32, 64]:
+                        logger.warning("TensorRT-LLM MLA only supports page_size of 32 or 64")
+                        self.page_size = 64
+                if (
+                    self.attention_backend == "trtllm_mha"
+                ):
+                    if self.page_size not in [16, 32, 64]:
+                        self.page_size = 64
+            def _handle_page_size(self):
+                if self.page_size is None:
+                    self.page_size = 1
+    ''',
+    "sglang/srt/model_executor/model_runner.py": '''
+        def model_specific_adjustment(self):
+            if server_args.attention_backend is None:
+                if not self.use_mla_backend:
+                    server_args.attention_backend = (
+                        "flashinfer" if is_flashinfer_available() else "triton"
+                    )
+                else:
+                    # MLA architecture
+                    if is_hopper_with_cuda_12_3():
+                        server_args.attention_backend = "fa3"
+                    elif is_sm100_supported():
+                        server_args.attention_backend = "flashinfer"
+    ''',
+    "sglang/srt/configs/model_config.py": '''
+        def is_deepseek_nsa(config):
+            return config.architectures[0] in ["DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"]
+    ''',
+}
+
+
+def _sglang_wheel(tmp_path, files) -> Wheel:
+    path = tmp_path / "sglang-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, textwrap.dedent(text).lstrip("\n"))
+    return Wheel(path)
+
+
+def test_the_page_size_probe_reads_the_default_the_backend_constraints_and_the_overrides(tmp_path):
+    wheel = _sglang_wheel(tmp_path, SGLANG_053_FILES)
+    facts = Facts(wheel)
+    _sglang_page_size_resolution(wheel, facts)
+    items = facts.items
+    assert items["page_size_default"]["value"] == 1
+    assert items["page_size_default"]["source"] == {"file": "sglang/srt/server_args.py", "line": 24}
+    assert items["page_size_trtllm_mla"]["value"] == {"accepts": [32, 64], "otherwise": 64}
+    assert items["page_size_trtllm_mha"]["value"] == {"accepts": [16, 32, 64], "otherwise": 64}
+    assert items["page_size_trtllm_mha"]["quote"] == "if self.page_size not in [16, 32, 64]:"
+    assert items["sm100_attention_backend"]["value"] == {"gqa": "flashinfer", "mla": "flashinfer"}
+    assert items["sm100_model_attention_backend"]["value"] == {"GptOssForCausalLM": "trtllm_mha"}
+    assert items["page_size_dsa"]["value"] == {"page_size": 64, "rocm": 64,
+                                               "architectures": ["DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"]}
+
+
+def test_the_page_size_probe_fails_loudly_when_the_default_moved(tmp_path):
+    files = dict(SGLANG_053_FILES)
+    files["sglang/srt/server_args.py"] = files["sglang/srt/server_args.py"].replace("self.page_size = 1", "pass")
+    wheel = _sglang_wheel(tmp_path, files)
+    with pytest.raises(ProbeError, match="page_size"):
+        _sglang_page_size_resolution(wheel, Facts(wheel))
