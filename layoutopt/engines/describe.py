@@ -92,6 +92,14 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("pcp_unsupported", "world_size", lambda v: f"world = {v}: attention CP splits the TP group; "
             "PCP over extra GPUs is not available")
         add("dcp_unsupported", "dcp_divides_tp", lambda v: f"DCP: {v}")
+        add("pd_page_size", "page_size_default", lambda v: "emit launches prefill and decode with one --page-size, "
+            f"the value this release resolves unset (pages of {v} by default)")
+        add("pd_page_size", "page_size_trtllm_mha", lambda v: f"trtllm_mha pages by one of "
+            f"{', '.join(map(str, v['accepts']))} tokens, else {v['otherwise']}")
+        add("pd_page_size", "page_size_trtllm_mla", lambda v: f"trtllm_mla pages by one of "
+            f"{', '.join(map(str, v['accepts']))} tokens, else {v['otherwise']}")
+        add("pd_page_size", "pd_page_size_check", lambda v: "the decode refuses a prefill of another page size at the "
+            "bootstrap handshake")
         add("multi_node_launch", "node_rank_layout", lambda v: "across --nnodes each pipeline stage takes nnodes / pp "
             "whole nodes: DP x PP over nodes runs as planned (no placement rule)")
         add("multi_node_launch", "nnodes_divides_world", lambda v: f"--nnodes must split the world: {v}")

@@ -34,6 +34,8 @@ class PoolDeployment(BaseModel):
                                    "(vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)")
     ep_exchange: str | None = Field(default=None, description="the EP exchange the plan's numbers cost "
                                     "(Plan.ep_exchange; None: the engine's built-in)")
+    page_size: int | None = Field(default=None, description="SGLang --page-size of a prefill or decode pool: one "
+                                  "value for every such pool of the plan (None: the engine's own choice)")
     notes: tuple[str, ...] = ()
 
 
@@ -183,6 +185,41 @@ def step_token_budget(release: EngineRelease, gpu) -> int:
     return int(resolve_engine(release.engine, gpu).max_num_batched_tokens)
 
 
+def disaggregated_page_sizes(plan: Plan, release: EngineRelease, model, gpus: list) -> list[int | None]:
+    """Per pool, the ``--page-size`` an SGLang prefill or decode pool is launched with (None for the others).
+
+    SGLang's NIXL transfer reads the decode's KV slots with the prefill's page size (0.5.23
+    disaggregation/nixl/conn.py:1312; 0.5.3 nixl/conn.py:405) and 0.5.23's decode refuses another page
+    size at the handshake (disaggregation/common/conn.py:1320). Left unset, each server derives it from
+    its attention backend, and the backend from the GPU, the model and (for the Qwen3.5 hybrids on
+    SM100) the server's role. So every prefill and decode pool gets the one value SGLang would resolve
+    there (engines/page_size.py, from the engine data): the launch runs as it would have, but both
+    sides say it. A plan whose pools would resolve different values is refused (the pair rules refuse
+    mixed GPU generations before that).
+    """
+    from layoutopt.engines.page_size import sglang_page_size
+
+    sizes: list[int | None] = [None] * len(plan.pools)
+    if release.engine != "sglang":
+        return sizes
+    found = {}
+    for index, pool in enumerate(plan.pools):
+        if pool.role not in ("prefill", "decode"):
+            continue
+        page = sglang_page_size(release.spec, model, gpus[index])
+        found[index] = page
+        sizes[index] = page.tokens if page is not None else None
+    values = {page.tokens if page is not None else None for page in found.values()}
+    if len(values) > 1:
+        raise InputError("plan.pools", "; ".join(f"{plan.pools[i].role} {plan.pools[i].gpu}" for i in found),
+                         f"prefill and decode pools {release.spec} pages alike",
+                         "SGLang's NIXL KV transfer needs one page size on both sides, and these pools resolve "
+                         + ", ".join(f"{plan.pools[i].role} {plan.pools[i].gpu}: {page or 'decided on the host'}"
+                                     for i, page in found.items())
+                         + f"; re-plan with solve --engine {release.spec}")
+    return sizes
+
+
 def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
             checkpoints: tuple[str, ...] = ()) -> tuple[EngineRelease, list[PoolDeployment]]:
     """The engine release and, per pool, what it serves and its memory settings."""
@@ -206,6 +243,7 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
     for index, pool in enumerate(plan.pools):
         _check_degrees(index, pool, model, gpus[index])
     check_engine_rules(plan, release, model, gpus)
+    page_sizes = disaggregated_page_sizes(plan, release, model, gpus)
     pools: list[PoolDeployment] = []
     for index, pool in enumerate(plan.pools):
         gpu = gpus[index]
@@ -214,8 +252,12 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
         utilization, static, fits, notes = _memory(plan, index, pool, model, gpu, release)
         if served.note:
             notes.append(served.note)
+        if release.engine == "sglang" and pool.role in ("prefill", "decode") and page_sizes[index] is None:
+            notes.append(f"no --page-size: {model.name} on {pool.gpu} pages KV as SGLang {release.version} decides "
+                         "on the host (a DeepSeek sparse-attention model on ROCm), the same way on every "
+                         "prefill and decode server of this GPU")
         pools.append(PoolDeployment(served=served, gpu_memory_utilization=math.floor(utilization * 100 + 1e-6) / 100,
                                     mem_fraction_static=math.floor(static * 100 + 1e-6) / 100, kv_sequences=fits,
                                     step_token_budget=step_token_budget(release, gpu), ep_exchange=plan.ep_exchange,
-                                    notes=tuple(notes)))
+                                    page_size=page_sizes[index], notes=tuple(notes)))
     return release, pools

@@ -171,7 +171,8 @@ def node_context(release: EngineRelease, deployment: PoolDeployment, instance: I
         advertise_host=advertise_host, side_channel_port=instance.side_channel_port,
         bootstrap_port=instance.bootstrap_port, instance_index=instance.index,
         gpu_memory_utilization=deployment.gpu_memory_utilization, mem_fraction_static=deployment.mem_fraction_static,
-        step_token_budget=deployment.step_token_budget, ep_exchange=deployment.ep_exchange, in_pod=in_pod)
+        step_token_budget=deployment.step_token_budget, ep_exchange=deployment.ep_exchange,
+        page_size=deployment.page_size, in_pod=in_pod)
 
 
 def command_lines(argv: tuple[str, ...], indent: str) -> list[str]:

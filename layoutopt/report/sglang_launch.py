@@ -16,6 +16,11 @@ Facts read from the SGLang wheels (paths inside the 0.5.23 wheel unless noted):
   server on each prefill server at ``--disaggregation-bootstrap-port`` (default 8998,
   fields/disagg.py:81). The address a server advertises comes from ``SGLANG_HOST_IP``
   (srt/utils/network.py:417) before any interface probing.
+- PD servers get one explicit ``--page-size`` (fields/schedule.py:143; 0.5.3 server_args.py:1540): the
+  NIXL transfer reads the decode's KV slots with the prefill's page size (disaggregation/nixl/conn.py:1312;
+  0.5.3 nixl/conn.py:405) and 0.5.23's decode refuses another one at the handshake
+  (disaggregation/common/conn.py:1320). The value is what SGLang would resolve on that GPU for that model
+  (layoutopt/engines/page_size.py), so the servers run as they would unset.
 - Decode context parallel is ``--dcp-size`` in 0.5.23 (fields/parallel.py:52); 0.5.3 has none.
 - Multi-node: ``--dist-init-addr``, ``--nnodes``, ``--node-rank`` (fields/parallel.py:32-44).
   PP ranks are outermost over the nodes: with nnodes_per_pp_rank = nnodes // pp_size each stage
@@ -96,6 +101,10 @@ def sglang_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
     if pool.role in ("prefill", "decode"):
         env["SGLANG_HOST_IP"] = ctx.advertise_host
         args += ["--disaggregation-mode", pool.role, "--disaggregation-transfer-backend", "nixl"]
+        if ctx.page_size is not None:
+            # One page size on both sides: NIXL reads the decode's KV slots with the prefill's
+            # (deployment.disaggregated_page_sizes).
+            args += ["--page-size", str(ctx.page_size)]
         if pool.role == "prefill":
             args += ["--disaggregation-bootstrap-port", str(ctx.bootstrap_port)]
     if pool.ep_size > 1 and pool.layout.gpus_per_stage > ctx.gpus_on_node and ctx.node_rank == 0:

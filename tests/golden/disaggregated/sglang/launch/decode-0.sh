@@ -21,4 +21,5 @@ exec python3 -m sglang.launch_server \
   --mem-fraction-static 0.81 \
   --chunked-prefill-size 8192 \
   --disaggregation-mode decode \
-  --disaggregation-transfer-backend nixl
+  --disaggregation-transfer-backend nixl \
+  --page-size 1

@@ -22,4 +22,5 @@ exec python3 -m sglang.launch_server \
   --chunked-prefill-size 8192 \
   --disaggregation-mode prefill \
   --disaggregation-transfer-backend nixl \
+  --page-size 1 \
   --disaggregation-bootstrap-port 8999

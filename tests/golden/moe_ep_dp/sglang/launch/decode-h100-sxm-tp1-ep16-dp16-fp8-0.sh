@@ -29,6 +29,7 @@ case "$NODE_RANK" in
       --chunked-prefill-size 8192 \
       --disaggregation-mode decode \
       --disaggregation-transfer-backend nixl \
+      --page-size 1 \
       --dist-init-addr node-1:20001 \
       --nnodes 2 \
       --node-rank 0
@@ -49,6 +50,7 @@ case "$NODE_RANK" in
       --chunked-prefill-size 8192 \
       --disaggregation-mode decode \
       --disaggregation-transfer-backend nixl \
+      --page-size 1 \
       --dist-init-addr node-1:20001 \
       --nnodes 2 \
       --node-rank 1
