@@ -408,6 +408,7 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
     _sglang_pd_kv_cache_dtype(wheel, facts)
     _sglang_pd_page_size(wheel, facts)
     _sglang_page_size_resolution(wheel, facts)
+    _sglang_required_attention_backend(wheel, facts)
     _flag_facts(facts, flags, {
         "disaggregation_flags": ["--disaggregation-mode", "--disaggregation-bootstrap-port",
                                  "--disaggregation-transfer-backend"],
@@ -518,6 +519,23 @@ def _string_constants(wheel: Wheel, rel: str, function: str) -> list[str]:
             return [c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)
                     and "For" in c.value]
     raise ProbeError(f"{wheel.path.name}: no {function} in {rel}")
+
+
+def _sglang_required_attention_backend(wheel: Wheel, facts: Facts) -> None:
+    """Model families a release starts only with an explicit ``--attention-backend`` from a list:
+    0.5.3 asserts one for Llama 4 before choosing any default (server_args.py
+    _handle_model_specific_adjustments); 0.5.23 picks one itself (arg_groups/model_overrides/llama4.py)
+    and states none."""
+    rel = "sglang/srt/server_args.py"
+    if not wheel.exists(rel):
+        return
+    line = wheel.find(rel, r'^\s*\}, "[\w, ]+ is required for Llama4 model"$')
+    if line is None:
+        return
+    backends = re.findall(r"\w+", wheel.line_text(rel, line).split('"')[1].split(" is required")[0].replace(" or ", " "))
+    facts.add("required_attention_backend", {"Llama4": backends}, rel, line,
+              f"A Llama 4 server asserts --attention-backend in {{{', '.join(backends)}}} before any default is "
+              "chosen (the default stays None until the model runner picks one), so its launch must name one.")
 
 
 def _sglang_page_size_resolution(wheel: Wheel, facts: Facts) -> None:

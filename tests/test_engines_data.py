@@ -54,6 +54,7 @@ FACTS = [
     ("sglang", "0.5.23", "pd_tp_rule", "either_divides"),
     ("sglang", "0.5.23", "pd_pp_rule", "decode_equal_or_one"),
     ("sglang", "0.5.23", "host_default", "127.0.0.1"),
+    ("sglang", "0.5.3", "required_attention_backend", {"Llama4": ["fa3", "aiter", "triton"]}),
     ("sglang", "0.5.23", "page_size_default", 1),
     ("sglang", "0.5.3", "page_size_default", 1),
     ("sglang", "0.5.23", "page_size_trtllm_mha", {"accepts": [16, 32, 64, 128], "otherwise": 64}),

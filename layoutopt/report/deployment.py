@@ -13,6 +13,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from layoutopt.engines.attention_backend import required_attention_backend
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.plan import READABLE_SCHEMA_VERSIONS, Plan, Pool
 from layoutopt.report import names
@@ -34,6 +35,8 @@ class PoolDeployment(BaseModel):
                                    "(vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)")
     ep_exchange: str | None = Field(default=None, description="the EP exchange the plan's numbers cost "
                                     "(Plan.ep_exchange; None: the engine's built-in)")
+    attention_backend: str | None = Field(default=None, description="--attention-backend the engine needs named "
+                                          "(engines.attention_backend; None: the engine picks its own)")
     page_size: int | None = Field(default=None, description="SGLang --page-size of a prefill or decode pool: one "
                                   "value for every such pool of the plan (None: the engine's own choice)")
     notes: tuple[str, ...] = ()
@@ -259,5 +262,7 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
         pools.append(PoolDeployment(served=served, gpu_memory_utilization=math.floor(utilization * 100 + 1e-6) / 100,
                                     mem_fraction_static=math.floor(static * 100 + 1e-6) / 100, kv_sequences=fits,
                                     step_token_budget=step_token_budget(release, gpu), ep_exchange=plan.ep_exchange,
-                                    page_size=page_sizes[index], notes=tuple(notes)))
+                                    page_size=page_sizes[index],
+                                    attention_backend=required_attention_backend(release.spec, model, gpu),
+                                    notes=tuple(notes)))
     return release, pools

@@ -21,6 +21,9 @@ Facts read from the SGLang wheels (paths inside the 0.5.23 wheel unless noted):
   0.5.3 nixl/conn.py:405) and 0.5.23's decode refuses another one at the handshake
   (disaggregation/common/conn.py:1320). The value is what SGLang would resolve on that GPU for that model
   (layoutopt/engines/page_size.py), so the servers run as they would unset.
+- A Llama 4 server of 0.5.3 asserts ``--attention-backend`` in {fa3, aiter, triton} before it picks
+  a default (server_args.py:786-791), so its launch names one (layoutopt/engines/attention_backend.py:
+  fa3 on Hopper, aiter on AMD, triton elsewhere); 0.5.23 picks one itself.
 - Decode context parallel is ``--dcp-size`` in 0.5.23 (fields/parallel.py:52); 0.5.3 has none.
 - Multi-node: ``--dist-init-addr``, ``--nnodes``, ``--node-rank`` (fields/parallel.py:32-44).
   PP ranks are outermost over the nodes: with nnodes_per_pp_rank = nnodes // pp_size each stage
@@ -91,6 +94,9 @@ def sglang_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         args += ["--quantization", ctx.online_quantization]
     if pool.kv_precision == "fp8":
         args += ["--kv-cache-dtype", "fp8_e4m3"]
+    if ctx.attention_backend is not None:
+        # A model the release starts only with a named backend (0.5.3 Llama 4, server_args.py:786-791).
+        args += ["--attention-backend", ctx.attention_backend]
     args += ["--max-running-requests", str(pool.max_batch_size),
              "--mem-fraction-static", f"{ctx.mem_fraction_static:.2f}"]
     if ctx.step_token_budget is not None:

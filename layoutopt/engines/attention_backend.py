@@ -1,0 +1,39 @@
+"""The ``--attention-backend`` a launch must name because the engine will not start without one.
+
+SGLang 0.5.3 asserts that a Llama 4 server runs fa3, aiter or triton before it chooses any default
+(server_args.py:786-791, fact ``required_attention_backend``), so an unset flag stops the server at
+start-up; 0.5.23 picks one itself and states no such fact. :func:`required_attention_backend`
+names the backend of that list the engine's own defaults point to on the GPU: fa3 on Hopper (SGLang's
+default there), aiter on AMD, triton elsewhere (fa3 runs on SM90 only).
+"""
+
+from __future__ import annotations
+
+from layoutopt.engines.loader import load_engine_data
+from layoutopt.engines.page_size import SGLANG_ARCHITECTURES
+from layoutopt.engines.ref import EngineRef, parse_engine_ref
+from layoutopt.hardware_catalog.schemas import GpuSpec
+from layoutopt.model_catalog.spec import ModelSpec
+
+
+def _preferred(gpu: GpuSpec) -> tuple[str, ...]:
+    if gpu.vendor == "amd":
+        return ("aiter", "triton")
+    if gpu.vendor == "nvidia" and gpu.compute_capability is not None and int(gpu.compute_capability) == 9:
+        return ("fa3", "triton")
+    return ("triton",)
+
+
+def required_attention_backend(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec) -> str | None:
+    """The backend a launch of ``model`` on ``gpu`` must pass, or None where the engine picks one itself."""
+    ref = parse_engine_ref(engine)
+    if ref.name != "sglang" or not ref.has_data:
+        return None
+    fact = load_engine_data(ref.name, ref.version).fact("required_attention_backend")
+    architecture = SGLANG_ARCHITECTURES.get(model.family, "")
+    if fact is None:
+        return None
+    for marker, allowed in fact.value.items():
+        if marker in architecture:
+            return next((b for b in _preferred(gpu) if b in allowed), allowed[0])
+    return None
