@@ -11,9 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-from engine_facts import _sglang_page_size_resolution, _vllm_pd_tp  # noqa: E402
 from engine_flags import vllm_flags  # noqa: E402
 from engine_source import Facts, ProbeError, Wheel  # noqa: E402
+from facts_sglang import _sglang_page_size_resolution  # noqa: E402
+from facts_vllm import _vllm_pd_tp  # noqa: E402
 
 FILES = {
     "vllm/config/cache.py": '''
@@ -63,13 +64,18 @@ FILES = {
 }
 
 
-@pytest.fixture
-def wheel(tmp_path) -> Wheel:
-    path = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+def _synthetic_wheel(tmp_path, package: str, files: dict[str, str]) -> Wheel:
+    """A wheel of ``files`` (dedented sources) named as release 9.9.9 of ``package``."""
+    path = tmp_path / f"{package}-9.9.9-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
-        for name, text in FILES.items():
+        for name, text in files.items():
             archive.writestr(name, textwrap.dedent(text).lstrip("\n"))
     return Wheel(path)
+
+
+@pytest.fixture
+def wheel(tmp_path) -> Wheel:
+    return _synthetic_wheel(tmp_path, "vllm", FILES)
 
 
 def test_flags_take_type_default_and_choices_from_the_config_field(wheel):
@@ -185,16 +191,8 @@ SGLANG_053_FILES = {
 }
 
 
-def _sglang_wheel(tmp_path, files) -> Wheel:
-    path = tmp_path / "sglang-9.9.9-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, textwrap.dedent(text).lstrip("\n"))
-    return Wheel(path)
-
-
 def test_the_page_size_probe_reads_the_default_the_backend_constraints_and_the_overrides(tmp_path):
-    wheel = _sglang_wheel(tmp_path, SGLANG_053_FILES)
+    wheel = _synthetic_wheel(tmp_path, "sglang", SGLANG_053_FILES)
     facts = Facts(wheel)
     _sglang_page_size_resolution(wheel, facts)
     items = facts.items
@@ -212,6 +210,6 @@ def test_the_page_size_probe_reads_the_default_the_backend_constraints_and_the_o
 def test_the_page_size_probe_fails_loudly_when_the_default_moved(tmp_path):
     files = dict(SGLANG_053_FILES)
     files["sglang/srt/server_args.py"] = files["sglang/srt/server_args.py"].replace("self.page_size = 1", "pass")
-    wheel = _sglang_wheel(tmp_path, files)
+    wheel = _synthetic_wheel(tmp_path, "sglang", files)
     with pytest.raises(ProbeError, match="page_size"):
         _sglang_page_size_resolution(wheel, Facts(wheel))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -418,6 +419,7 @@ def measurement_key(case: MeasuredCase) -> tuple:
             case.concurrency, case.ttft_ms, case.tpot_ms)
 
 
+@lru_cache(maxsize=None)
 def _architecture(model_id: str) -> str:
     try:
         spec = get_model(model_id)
