@@ -145,6 +145,38 @@ def _vllm_context_parallel(wheel: Wheel, facts: Facts) -> None:
                   "With the NIXL connector, dcp_size > 1 is accepted only for MLA models, and it must be 1 or "
                   "equal to max(tp_size, pcp_size) (the assertion just above).")
     _vllm_context_parallel_kv_connector(wheel, facts)
+    _vllm_context_parallel_runner(wheel, facts)
+
+
+def _vllm_context_parallel_runner(wheel: Wheel, facts: Facts) -> None:
+    """What PCP accepts on any instance: the DCP sizes beside it (config/parallel.py) and, in the
+    model runner V2 that alone runs PCP, the models and DCP settings it refuses at start-up."""
+    parallel = "vllm/config/parallel.py"
+    sizes = wheel.find(parallel, r"When PCP is enabled, DCP must be disabled, span the PCP")
+    if sizes is None:
+        return
+    facts.add("pcp_dcp_sizes", "1, pcp_size or tp_size x pcp_size", parallel, sizes,
+              "With prefill_context_parallel_size > 1, decode_context_parallel_size must be 1, equal to "
+              "pcp_size or equal to tp_size x pcp_size (ParallelConfig's validator raises otherwise).")
+    runner = "vllm/v1/worker/gpu/pcp_manager.py"
+    v1_only = wheel.find("vllm/config/vllm.py", r"PCP runtime support is implemented only by the V2 model runner")
+    sparse = wheel.find(runner, r"MRV2 PCP \+ DCP supports sparse MLA models only")
+    multimodal = wheel.find(runner, r"MRV2 PCP does not support MM inputs yet")
+    backend = wheel.find(runner, r"MRV2 PCP \+ DCP requires dcp_comm_backend='ag_rs'")
+    if v1_only is None or sparse is None or multimodal is None or backend is None:
+        raise ProbeError(f"{wheel.path.name}: PCP DCP sizes found, but not the V2 model runner's PCP checks")
+    facts.add("pcp_dcp_attention", ["sparse_mla"], runner, sparse,
+              "PCP > 1 together with DCP > 1 runs only for sparse (indexer) MLA models such as DeepSeek-V3.2 "
+              "and GLM-5: the V2 model runner refuses dense MLA at start-up. Only the V2 runner runs PCP "
+              f"(vllm/config/vllm.py:{v1_only} marks it unsupported by V1).")
+    facts.add("pcp_multimodal", False, runner, multimodal,
+              "The V2 model runner refuses PCP > 1 for a model that accepts multimodal inputs (a vision or audio "
+              "encoder), unless the server runs text only (--language-model-only).")
+    models = "vllm/model_executor/models/config.py"
+    a2a = wheel.find(models, r'comm_backend="a2a"')
+    facts.add("pcp_dcp_comm_backend", "ag_rs", runner, backend,
+              "PCP > 1 with DCP > 1 needs --dcp-comm-backend ag_rs, and a model's config hook may default it to "
+              "another" + (f" (GLM-5: a2a, {models}:{a2a})" if a2a is not None else "") + ", so a launch names it.")
 
 
 # What the NIXL connector accepts of prefill context parallelism, on one instance and across a pair:

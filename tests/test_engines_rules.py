@@ -14,6 +14,7 @@ from layoutopt.plan import Layout
 QWEN = get_model("qwen3-32b")          # dense GQA, 8 KV heads, 64 query heads
 DEEPSEEK = get_model("deepseek-v3")    # MLA + MoE
 QWEN_MOE = get_model("qwen3-30b-a3b")  # GQA + MoE
+GLM5 = get_model("glm-5")              # sparse-attention MLA + MoE
 # qwen3-32b with an NVFP4 checkpoint of the user's, so the precision rules are seen apart from checkpoint_unavailable.
 QWEN_FP4 = with_user_checkpoints(QWEN, ["fp4=me/Qwen3-32B-NVFP4"])
 H100, A100, B200, MI300X = (get_gpu(n) for n in ("H100-SXM", "A100-80GB-SXM", "B200", "MI300X"))
@@ -127,9 +128,42 @@ def test_pcp_with_the_nixl_connector_runs_on_prefill_only_and_with_dcp_only_at_t
     assert rules("vllm==0.33.0", DEEPSEEK, B200, pcp, "colocated") == []   # no connector
     [v] = check_layout("vllm==0.33.0", DEEPSEEK, B200, pcp, "decode")
     assert v.rule == "pcp_unsupported" and v.source.file.endswith("nixl/connector.py") and "prefill" in v.message
-    [v] = check_layout("vllm==0.33.0", DEEPSEEK, B200, Layout(tp_size=2, pcp_size=2, dcp_size=2, weight_precision="fp8"),
-                       "prefill")
+    # GLM-5 (sparse MLA): the one kind of model whose PCP may run beside DCP at all.
+    [v] = check_layout("vllm==0.33.0", GLM5, B200, Layout(tp_size=2, pcp_size=2, dcp_size=2), "prefill")
     assert v.rule == "pcp_unsupported" and v.values == {"pcp_size": 2, "dcp_size": 2, "tp_size": 2}
+    assert v.source.file.endswith("nixl/connector.py")
+    assert rules("vllm==0.33.0", GLM5, B200, Layout(tp_size=2, pcp_size=2, dcp_size=2), "colocated") == []
+
+
+@pytest.mark.parametrize("model,layout,allowed", [
+    (GLM5, Layout(tp_size=4, pcp_size=2, dcp_size=2), True),     # DCP = PCP
+    (GLM5, Layout(tp_size=4, pcp_size=2, dcp_size=4), False),    # config/parallel.py: 1, PCP or TP x PCP
+    (GLM5, Layout(tp_size=8, pcp_size=2, dcp_size=8), False),
+    (DEEPSEEK, Layout(tp_size=8, pcp_size=2, dcp_size=2, weight_precision="fp8"), False),   # dense MLA
+    (DEEPSEEK, Layout(tp_size=8, pcp_size=2, dcp_size=8, weight_precision="fp8"), False),
+    (DEEPSEEK, Layout(tp_size=8, pcp_size=2, weight_precision="fp8"), True),
+])
+def test_pcp_beside_dcp_on_any_instance(model, layout, allowed):
+    # vLLM 0.33 runs PCP in the V2 model runner only, which refuses PCP + DCP for dense MLA
+    # (v1/worker/gpu/pcp_manager.py:198-201); ParallelConfig bounds DCP beside PCP (config/parallel.py:598-608).
+    found = check_layout("vllm==0.33.0", model, B200, layout, "colocated")
+    assert (not found) == allowed
+    if not allowed:
+        [v] = found
+        assert v.rule == "pcp_unsupported"
+        fact = "pcp_dcp_sizes" if layout.dcp_size not in (layout.pcp_size, layout.tp_size * layout.pcp_size) \
+            else "pcp_dcp_attention"
+        assert v.source == load_engine_data("vllm", "0.33.0").fact(fact).source
+
+
+def test_pcp_refused_for_a_model_with_a_vision_encoder():
+    kimi = get_model("kimi-k2.5")  # MLA, so PCP's attention check passes; its checkpoint ships a vision tower
+    assert kimi.multimodal and not DEEPSEEK.multimodal
+    layout = Layout(tp_size=8, pcp_size=2, weight_precision="int4")
+    [v] = check_layout("vllm==0.33.0", kimi, B200, layout, "prefill")
+    assert v.rule == "pcp_unsupported" and "vision encoder" in v.message
+    assert v.source.file == "vllm/v1/worker/gpu/pcp_manager.py"
+    assert rules("vllm==0.33.0", kimi, B200, Layout(tp_size=8, weight_precision="int4"), "prefill") == []
 
 
 def test_a_replicated_pcp_prefill_cannot_pair_with_a_dcp_decode():

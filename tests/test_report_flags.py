@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from layoutopt.engines.loader import load_engine_data
 from layoutopt.errors import InputError
 from layoutopt.plan import Pool
 from layoutopt.model_catalog.checkpoints import prequantized_checkpoints
@@ -126,12 +127,19 @@ def test_missing_features_become_notes(pool_changes, release, flag, note_word):
      ["--kv-cache-dtype", "fp8_e4m3", "--max-running-requests", "300", "--disaggregation-mode", "decode"]),
     (dict(dcp_size=2), "sglang", ["--dcp-size", "2"]),
     (dict(tp_size=8, dcp_size=2, pcp_size=2, gpus_per_instance=16), "vllm",
-     ["--decode-context-parallel-size", "2", "--prefill-context-parallel-size", "2"]),
+     ["--decode-context-parallel-size", "2", "--prefill-context-parallel-size", "2", "--dcp-comm-backend", "ag_rs"]),
 ])
 def test_layout_maps_to_engine_flags(pool_changes, release, expected):
     argv = list(node_launch(release, _pool(**pool_changes)).argv)
     assert all(token in argv for token in expected)
     assert " ".join(expected[:2]) in " ".join(argv)
+
+
+def test_vllm_names_the_dcp_backend_only_beside_pcp():
+    # pcp_manager.py: PCP + DCP needs ag_rs; DCP alone keeps the model's own default.
+    assert "--dcp-comm-backend" not in node_launch("vllm", _pool(tp_size=8, dcp_size=2)).argv
+    assert "--dcp-comm-backend" not in node_launch("vllm", _pool(tp_size=8, pcp_size=2, gpus_per_instance=16)).argv
+    assert load_engine_data("vllm", "0.33.0").fact("pcp_dcp_comm_backend").value == "ag_rs"
 
 
 def _value(argv, flag):

@@ -10,10 +10,13 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
   ``pp_kv_connector_hybrid_attention``, vLLM): PP on a prefill or decode instance with the NIXL
   connector, and on a prefill of a linear-attention or sliding-window model (not of chunked local
   attention, whose hybrid KV cache manager is off by default).
-- ``pcp_unsupported`` (``pcp_attention``, ``pcp_kv_connector_roles``, ``pcp_dcp_kv_connector``):
-  prefill context parallelism needs an attention implementation that declares it (vLLM 0.33: MLA
-  only; vLLM 0.13: none); with the NIXL connector (vLLM 0.33) it runs on prefill instances only,
-  and together with DCP only at TP 1 with DCP = PCP. layoutopt's PCP is
+- ``pcp_unsupported`` (``pcp_attention``, ``pcp_multimodal``, ``pcp_dcp_sizes``, ``pcp_dcp_attention``,
+  ``pcp_kv_connector_roles``, ``pcp_dcp_kv_connector``): prefill context parallelism needs an
+  attention implementation that declares it (vLLM 0.33: MLA only; vLLM 0.13: none). In vLLM 0.33
+  only the V2 model runner runs it, and not for a model with a vision encoder; beside it DCP must
+  be 1, PCP or TP x PCP, and DCP > 1 only for sparse-attention MLA (GLM-5, not DeepSeek-V3). With
+  the NIXL connector it runs on prefill instances only, and together with DCP only at TP 1 with
+  DCP = PCP. layoutopt's PCP is
   vLLM's (extra GPUs); SGLang's attention CP splits the --tp-size group and is not modelled.
 - ``dcp_unsupported`` (``dcp_attention``, ``dcp_gqa_max``, ``dcp_gqa_q_per_kv``, ``dcp_kv_connector``):
   decode context parallelism by attention kind, KV heads and (vLLM 0.33) with the KV connector.
@@ -216,6 +219,14 @@ def _vllm_pcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout
                   f"({supported} in this version); {model.name} uses {model.attention_kind.upper()}",
                   fact.source, pcp_size=layout.pcp_size, attention=model.attention_kind)
         return
+    fact = check.fact("pcp_multimodal")
+    if fact is not None and fact.value is False and model.multimodal:
+        check.add("pcp_unsupported", f"PCP {layout.pcp_size}: vLLM's model runner refuses PCP for a model that "
+                  f"accepts multimodal inputs, and {model.name} ships a vision encoder", fact.source,
+                  pcp_size=layout.pcp_size, model=model.name)
+        return
+    if layout.dcp_size > 1 and _vllm_pcp_with_dcp(check, model, layout):
+        return
     if role not in DISAGGREGATED:
         return
     fact = check.fact("pcp_kv_connector_roles")
@@ -229,6 +240,24 @@ def _vllm_pcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout
         check.add("pcp_unsupported", f"PCP {layout.pcp_size} with DCP {layout.dcp_size} and TP {layout.tp_size}: the "
                   "NIXL KV connector needs TP 1 and DCP equal to PCP when both are on", fact.source,
                   pcp_size=layout.pcp_size, dcp_size=layout.dcp_size, tp_size=layout.tp_size)
+
+
+def _vllm_pcp_with_dcp(check: RuleChecker, model: ModelSpec, layout: Layout) -> bool:
+    """PCP and DCP on one instance, any role: the DCP sizes ParallelConfig accepts beside PCP and
+    the attention the model runner runs both for. True when a rule is broken."""
+    pcp, dcp, tp = layout.pcp_size, layout.dcp_size, layout.tp_size
+    fact = check.fact("pcp_dcp_sizes")
+    if fact is not None and dcp not in (pcp, tp * pcp):
+        check.add("pcp_unsupported", f"PCP {pcp} with DCP {dcp} and TP {tp}: beside PCP, DCP must be 1, PCP ({pcp}) "
+                  f"or TP x PCP ({tp * pcp})", fact.source, pcp_size=pcp, dcp_size=dcp, tp_size=tp)
+        return True
+    fact = check.fact("pcp_dcp_attention")
+    if fact is not None and "sparse_mla" in fact.value and not model.indexer_topk_tokens:
+        check.add("pcp_unsupported", f"PCP {pcp} with DCP {dcp}: vLLM's model runner runs both together only for "
+                  f"sparse-attention MLA models, and {model.name} uses dense attention", fact.source,
+                  pcp_size=pcp, dcp_size=dcp, model=model.name)
+        return True
+    return False
 
 
 def _vllm_dcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:

@@ -292,6 +292,17 @@ def checkpoint_precision(quantization_config: Config | None) -> Precision:
     return "fp4" if min(known) <= 4 else "fp8" if min(known) <= 8 else "bf16"
 
 
+def _multimodal(config: Config) -> bool:
+    """Whether the checkpoint carries a vision or audio encoder: its config has the encoder's own
+    section, or its architecture is a ``...ForConditionalGeneration`` class (transformers' name for a
+    decoder with a multimodal front end, e.g. Llama 4's and Kimi-K2.5's)."""
+    if any(key in config for key in ("vision_config", "audio_config")):
+        return True
+    architectures = config.get("architectures")
+    return isinstance(architectures, list) and any(
+        isinstance(a, str) and a.endswith("ForConditionalGeneration") for a in architectures)
+
+
 def spec_from_hf_config(config: Config, name: str, hf_id: str | None, source: str) -> ModelSpec:
     """The ``ModelSpec`` of a parsed HuggingFace ``config.json``.
 
@@ -314,6 +325,7 @@ def spec_from_hf_config(config: Config, name: str, hf_id: str | None, source: st
     precision = checkpoint_precision(merged.get("quantization_config"))
     fields |= {"name": name, "hf_id": hf_id, "family": model_type, "source": source}
     fields["checkpoint_precision"] = precision
+    fields["multimodal"] = _multimodal(config)
     if precision in ("fp4", "mxfp4", "int4") and fields.get("num_experts"):
         # 4-bit expert weights (gpt-oss MXFP4, Kimi INT4) are served as shipped.
         fields["expert_native_precision"] = precision

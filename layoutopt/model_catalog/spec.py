@@ -67,6 +67,9 @@ class ModelSpec(BaseModel):
     # The sliding layers attend within fixed chunks of sliding_window_tokens (Llama 4's chunked local
     # attention) rather than over a window that slides: the same cache bound, but engines treat it apart.
     sliding_window_chunked: bool = False
+    # The checkpoint ships an encoder for images, video or audio, whose inputs an engine accepts
+    # unless it is told to serve text only (the decoder's numbers above are the same either way).
+    multimodal: bool = False
     num_linear_attention_layers: int = Field(default=0, ge=0)
     # Linear attention (Gated DeltaNet in Qwen3.5/3.6).
     linear_num_key_heads: int = 0

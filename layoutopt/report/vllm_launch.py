@@ -37,6 +37,9 @@ Facts read from the vLLM wheels (paths inside the 0.33.0 wheel unless noted):
   and NVSHMEM/IBGDA on the hosts.
 - ``--max-num-batched-tokens`` is pinned to the budget the plan was predicted with: unset, vLLM
   picks 16,384, 8,192 or 2,048 by the GPU's memory (engine/arg_utils.py:2973-3006, 3166-3175).
+- PCP with DCP (0.33.0, sparse-attention MLA only: ``engines.rules``) names ``--dcp-comm-backend
+  ag_rs``, the one the V2 model runner accepts beside PCP (v1/worker/gpu/pcp_manager.py:221-227);
+  GLM-5's config hook would otherwise pick a2a (model_executor/models/config.py:114).
 - NIXL: ``VLLM_NIXL_SIDE_CHANNEL_HOST`` defaults to localhost (envs.py:1721) and is what the
   handshake listener advertises (nixl/base_scheduler.py:76); under Ray each worker fills in its
   node's IP unless the variable is set (v1/engine/core.py:2733-2739). ``kv_role`` is
@@ -61,12 +64,16 @@ def max_num_seqs_per_rank(pool: Pool) -> int:
     return max(1, math.ceil(pool.max_batch_size / pool.dp_size))
 
 
-def _layout_args(pool: Pool, notes: list[str]) -> list[str]:
+def _layout_args(pool: Pool, flags: EngineFlags, notes: list[str]) -> list[str]:
     args = ["--tensor-parallel-size", str(pool.tp_size), "--pipeline-parallel-size", str(pool.pp_size)]
     if pool.dcp_size > 1:
         args += ["--decode-context-parallel-size", str(pool.dcp_size)]
     if pool.pcp_size > 1:
         args += ["--prefill-context-parallel-size", str(pool.pcp_size)]
+        if pool.dcp_size > 1 and "--dcp-comm-backend" in flags.flags:
+            # The model runner's PCP + DCP needs ag_rs (0.33.0 v1/worker/gpu/pcp_manager.py:221-227), and
+            # a model's config hook may default to another (GLM-5: a2a, model_executor/models/config.py:114).
+            args += ["--dcp-comm-backend", "ag_rs"]
     if pool.dp_size > 1:
         args += ["--data-parallel-size", str(pool.dp_size)]
     if pool.ep_size > 1 and pool.ep_size == pool.tp_size * pool.dp_size:
@@ -83,7 +90,7 @@ def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
     env: dict[str, str] = {}
     if ctx.cuda_visible_devices and not ctx.in_pod:
         env["CUDA_VISIBLE_DEVICES"] = ctx.cuda_visible_devices
-    args = ["--host", "0.0.0.0", "--port", str(ctx.port), *_layout_args(pool, notes)]
+    args = ["--host", "0.0.0.0", "--port", str(ctx.port), *_layout_args(pool, flags, notes)]
     if ctx.online_quantization is not None:
         args += ["--quantization", ctx.online_quantization]
     if pool.kv_precision == "fp8":
