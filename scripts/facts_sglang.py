@@ -31,6 +31,14 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
             facts.add("pd_pp_rule", "decode_divides_prefill", *ratio,
                       "A decode rank reads the KV of prefill_pp_size // decode pp_size prefill PP ranks: the "
                       "decode PP size must divide the prefill's.")
+    dcp = first(wheel, disagg, r"Unsupported PD DCP topology")
+    if dcp is not None:
+        relayout = wheel.require(dcp[0], r"def requires_dcp_relayout")
+        facts.add("pd_dcp_rule", "equal_or_mla_from_one", *dcp,
+                  "When a decode registers with a prefill, the KV manager (requires_dcp_relayout, "
+                  f"{dcp[0]}:{relayout}, called by the NIXL and Mooncake backends) accepts equal DCP sizes on both "
+                  "sides, or a prefill DCP of 1 beside a decode DCP > 1 for an MLA model (the KV is re-laid out "
+                  "per decode DCP rank); any other pair raises.")
     _sglang_pd_kv_cache_dtype(wheel, facts)
     _sglang_pd_page_size(wheel, facts)
     _sglang_page_size_resolution(wheel, facts)
@@ -60,12 +68,12 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
                   "(--attn-cp-size) and expert parallelism (--ep-size) split the --tp-size group instead of "
                   "adding GPUs (derive_parallel_widths: attn_tp = tp / (cp x dp), moe_tp = tp / ep / moe_dp).")
     _sglang_node_ranks(wheel, facts)
-    hook = "sglang/srt/arg_groups/attention_hook.py"
-    if wheel.exists(hook):
-        line = wheel.find(hook, r"--dcp-size \{dcp_size\} must divide --tp-size")
-        if line is not None:
-            facts.add("dcp_divides_tp", "tp_size % dcp_size == 0", hook, line,
-                      "SGLang's decode context parallelism reuses the TP ranks: --dcp-size must divide --tp-size.")
+    state = "sglang/srt/distributed/parallel_state.py"
+    line = wheel.find(state, r"if tensor_model_parallel_size % decode_context_parallel_size != 0")
+    if line is not None:
+        facts.add("dcp_divides_tp", "tp_size % dcp_size == 0", state, line,
+                  "SGLang's decode context parallelism reuses the TP ranks: initialize_model_parallel splits each "
+                  "TP group into DCP groups and raises unless --dcp-size divides --tp-size.")
     fp8 = "sglang/srt/layers/quantization/fp8.py"
     line = wheel.require(fp8, r"# If checkpoint not serialized fp8, quantize the weights\.")
     facts.add("online_quantization_fp8", "fp8", fp8, line,

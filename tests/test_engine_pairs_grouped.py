@@ -18,7 +18,8 @@ from layoutopt.optimizer.space import enumerate_proposals
 
 @pytest.mark.parametrize("engine,model_name", [("vllm", "qwen3-32b"), ("vllm==0.13.0", "qwen3-32b"),
                                                ("sglang", "qwen3-32b"), ("sglang==0.5.3", "qwen3-32b"),
-                                               ("vllm", "deepseek-v3")])  # MLA: PCP and DCP pools
+                                               ("vllm", "deepseek-v3"),   # MLA: PCP and DCP pools
+                                               ("sglang", "deepseek-v3")])  # MLA: DCP decode pools
 def test_grouped_pair_checks_equal_every_pair(engine, model_name):
     model, ref = get_model(model_name), engine_ref_of(engine)
     proposals = [p for p in enumerate_proposals(model, [get_gpu("H100"), get_gpu("B200")],

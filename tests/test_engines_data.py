@@ -45,6 +45,7 @@ FACTS = [
     ("vllm", "0.33.0", "pp_kv_connector_hybrid_attention", {"sliding_window": False, "chunked_local_attention": True}),
     ("vllm", "0.33.0", "pcp_kv_connector_roles", ["prefill"]),
     ("vllm", "0.33.0", "pcp_dcp_kv_connector", "tp1_dcp_equals_pcp"),
+    ("sglang", "0.5.23", "pd_dcp_rule", "equal_or_mla_from_one"),
     ("vllm", "0.33.0", "pcp_dcp_sizes", "1, pcp_size or tp_size x pcp_size"),
     ("vllm", "0.33.0", "pcp_dcp_attention", ["sparse_mla"]),
     ("vllm", "0.33.0", "pcp_multimodal", False),

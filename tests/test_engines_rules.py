@@ -176,6 +176,26 @@ def test_a_replicated_pcp_prefill_cannot_pair_with_a_dcp_decode():
                       Layout(tp_size=8, dcp_size=8, weight_precision="fp8")) == []
 
 
+@pytest.mark.parametrize("model,prefill_dcp,decode_dcp,allowed", [
+    (QWEN, 1, 1, True), (QWEN, 2, 2, True),
+    (QWEN, 1, 2, False),          # GQA KV is not re-laid out per decode DCP rank
+    (DEEPSEEK, 1, 8, True),       # MLA: re-laid out
+    (DEEPSEEK, 2, 4, False), (DEEPSEEK, 2, 1, False),
+])
+def test_sglang_pd_dcp_sizes(model, prefill_dcp, decode_dcp, allowed):
+    # disaggregation/common/conn.py requires_dcp_relayout: "Unsupported PD DCP topology".
+    precision = "fp8" if model is DEEPSEEK else "bf16"
+    prefill = Layout(tp_size=16, dcp_size=prefill_dcp, weight_precision=precision)
+    decode = Layout(tp_size=16, dcp_size=decode_dcp, weight_precision=precision)
+    found = check_pair("sglang==0.5.23", model, prefill, decode)
+    assert [v.rule for v in found] == ([] if allowed else ["pd_dcp_mismatch"])
+    if not allowed:
+        assert found[0].source.file == "sglang/srt/disaggregation/common/conn.py"
+        assert found[0].values == {"prefill_dcp": prefill_dcp, "decode_dcp": decode_dcp}
+    assert check_pair("sglang==0.5.3", model, Layout(tp_size=16, weight_precision=precision),
+                      Layout(tp_size=16, weight_precision=precision)) == []
+
+
 def test_sglang_decode_pp_equals_prefill_pp_or_one():
     assert check_pair("sglang==0.5.23", QWEN, Layout(pp_size=2), Layout(pp_size=1)) == []
     assert check_pair("sglang==0.5.23", QWEN, Layout(pp_size=2), Layout(pp_size=2)) == []

@@ -72,6 +72,9 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
             lambda v: "PCP with the NIXL connector: " + " and ".join(v) + " instances only")
         add("pcp_unsupported", "pcp_dcp_kv_connector",
             lambda v: "PCP with DCP and the NIXL connector: TP 1 and DCP = PCP")
+        add("pcp_unsupported", "pcp_multimodal", lambda v: "PCP refused for a model with a vision encoder")
+        add("pcp_unsupported", "pcp_dcp_sizes", lambda v: f"DCP beside PCP: {v}")
+        add("pcp_unsupported", "pcp_dcp_attention", lambda v: "PCP with DCP: sparse-attention MLA only")
         add("pd_context_parallel", "pd_context_parallel",
             lambda v: "a side with PCP and no DCP (replicated KV) cannot pair with a DCP (sharded KV) peer")
         add("dcp_unsupported", "dcp_attention", lambda v: f"DCP supported by: {_kinds(v)}")
@@ -92,6 +95,8 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("pcp_unsupported", "world_size", lambda v: f"world = {v}: attention CP splits the TP group; "
             "PCP over extra GPUs is not available")
         add("dcp_unsupported", "dcp_divides_tp", lambda v: f"DCP: {v}")
+        add("pd_dcp_mismatch", "pd_dcp_rule", lambda v: "prefill and decode DCP equal, or prefill DCP 1 with an MLA "
+            "model")
         add("pd_page_size", "page_size_default", lambda v: "emit launches prefill and decode with one --page-size, "
             f"the value this release resolves unset (pages of {v} by default)")
         add("pd_page_size", "page_size_trtllm_mha", lambda v: f"trtllm_mha pages by one of "

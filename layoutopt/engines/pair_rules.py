@@ -15,6 +15,8 @@ each pair of keys once. The rules, and the facts of ``data/<engine>-<version>.ya
   (vLLM hashes the default attention backend's name; SGLang pages KV by the backend's page size).
 - ``pd_checkpoint`` (``pd_checkpoint``, vLLM): both sides load one checkpoint (the handshake hashes
   the model path).
+- ``pd_dcp_mismatch`` (``pd_dcp_rule``, SGLang 0.5.23): equal DCP sizes on both sides, or a prefill
+  DCP of 1 beside a decode DCP > 1 for an MLA model (its KV is re-laid out per decode DCP rank).
 - ``pd_context_parallel`` (``pd_context_parallel``, vLLM 0.33): a side with PCP > 1 and DCP 1 (KV
   replicated over its PCP ranks) cannot pair with a peer with DCP > 1 (KV sharded).
 """
@@ -47,16 +49,16 @@ def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layo
     return check.found
 
 
-PairKey = tuple[int, int, str, str, tuple[str, str], bool, bool]
+PairKey = tuple[int, int, str, str, tuple[str, str], bool, int]
 
 
 def pair_rule_key(layout: Layout, gpu: GpuSpec) -> PairKey:
     """Everything ``check_pair`` reads of one side: TP and PP (the KV handshake maps TP and PP ranks),
     the KV cache precision, the weight precision (which checkpoint is served), the GPU's
-    attention-backend family (the handshake hashes these), and whether its KV is replicated over
-    PCP ranks or sharded over DCP ranks. Two instances with one key pair with the same partners."""
+    attention-backend family (the handshake hashes these), whether its KV is replicated over PCP
+    ranks, and over how many DCP ranks it is sharded. Two instances with one key pair with the same partners."""
     return (layout.tp_size, layout.pp_size, layout.kv_precision, layout.weight_precision,
-            attention_backend_family(gpu), _replicated_pcp(layout), layout.dcp_size > 1)
+            attention_backend_family(gpu), _replicated_pcp(layout), layout.dcp_size)
 
 
 def _replicated_pcp(layout: Layout) -> bool:
@@ -94,6 +96,13 @@ def layout_pair_rules(check: RuleChecker, model: ModelSpec, prefill: Layout, dec
     elif fact is not None and fact.value == "decode_divides_prefill" and prefill.pp_size % decode.pp_size:
         check.add("pd_pp_mismatch", f"decode PP {decode.pp_size} must divide prefill PP {prefill.pp_size}",
                   fact.source, prefill_pp=prefill.pp_size, decode_pp=decode.pp_size)
+    fact = check.fact("pd_dcp_rule")
+    if (fact is not None and fact.value == "equal_or_mla_from_one" and prefill.dcp_size != decode.dcp_size
+            and not (prefill.dcp_size == 1 and model.attention_kind == "mla")):
+        why = (f"{model.name} uses {model.attention_kind.upper()}, and only MLA KV is re-laid out from a prefill "
+               "DCP of 1" if prefill.dcp_size == 1 else "they must be equal, or the prefill's 1 with an MLA model")
+        check.add("pd_dcp_mismatch", f"prefill DCP {prefill.dcp_size} and decode DCP {decode.dcp_size}: {why}",
+                  fact.source, prefill_dcp=prefill.dcp_size, decode_dcp=decode.dcp_size)
     fact = check.fact("pd_context_parallel")
     if fact is not None and fact.value == "no_replicated_pcp_with_dcp_peer":
         for side, peer, one, other in (("prefill", "decode", prefill, decode), ("decode", "prefill", decode, prefill)):
