@@ -42,6 +42,7 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
     _sglang_pd_kv_cache_dtype(wheel, facts)
     _sglang_pd_page_size(wheel, facts)
     _sglang_page_size_resolution(wheel, facts)
+    _sglang_chunk_pages(wheel, facts)
     _sglang_required_attention_backend(wheel, facts)
     flag_facts(facts, flags, {
         "disaggregation_flags": ["--disaggregation-mode", "--disaggregation-bootstrap-port",
@@ -101,6 +102,27 @@ def _sglang_pd_kv_cache_dtype(wheel: Wheel, facts: Facts) -> None:
         line = wheel.find(conn, pattern)
         if line is not None:
             facts.add("pd_kv_cache_dtype", "equal", conn, line, note)
+            return
+
+
+def _sglang_chunk_pages(wheel: Wheel, facts: Facts) -> None:
+    """Attention DP divides --chunked-prefill-size over its ranks, and the start-up check then wants
+    each rank's chunk in whole pages (except on a decode server)."""
+    for check, split, pattern in (
+            ("sglang/srt/arg_groups/validation_hook.py", "sglang/srt/arg_groups/parallel_hook.py",
+             r"chunked_prefill_size=cfg\.chunked_prefill_size // cfg\.attn_dp_size"),           # 0.5.23
+            ("sglang/srt/server_args.py", "sglang/srt/server_args.py",
+             r"self\.chunked_prefill_size = self\.chunked_prefill_size // self\.dp_size")):     # 0.5.3
+        if not wheel.exists(check):
+            continue
+        line = wheel.find(check, r"chunked_prefill_size must be divisible by page_size")
+        divided = wheel.find(split, pattern)
+        if line is not None and divided is not None:
+            facts.add("chunked_prefill_page_multiple", "chunked_prefill_size // attention_dp % page_size == 0",
+                      check, line,
+                      "A prefill or colocated server checks at start-up that its chunked prefill size is a whole "
+                      "number of KV pages (a decode server skips it), after attention DP has divided the size "
+                      f"over its ranks ({split}:{divided}).")
             return
 
 

@@ -9,7 +9,7 @@ from importlib import resources
 import pytest
 
 from layoutopt.engines import load_engine_data
-from layoutopt.engines.page_size import SGLANG_ARCHITECTURES, sglang_page_size
+from layoutopt.engines.page_size import SGLANG_ARCHITECTURES, PageSize, sglang_page_size
 from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.catalog import get_gpu, list_gpus
 from layoutopt.model_catalog.catalog import get_model, list_models
@@ -142,3 +142,26 @@ def parse_release(text):
     from layoutopt.report.engine_flags import parse_engine
 
     return parse_engine(text)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_attention_dp_must_leave_each_rank_whole_pages_of_its_chunk(release, monkeypatch):
+    # SGLang divides --chunked-prefill-size over attention-DP ranks and then asserts each rank's
+    # share is a multiple of the page size (0.5.23 arg_groups/validation_hook.py; 0.5.3 server_args.py).
+    import layoutopt.report.deployment as deployment
+
+    plan = fixture_plan("moe_ep_dp")  # an attention-DP prefill (DP8) and decode (DP16)
+    [prefill] = [p for p in plan.pools if p.role == "prefill"]
+    assert prefill.dp_size == 8
+    model_id = MODEL_IDS[plan.model]
+    assert render(plan, engine=release, model_id=model_id, namespace="llm")  # 8,192 // 8 in pages of 1
+    fact = load_engine_data(*release.split("==")).fact("chunked_prefill_page_multiple")
+    # A budget whose per-rank share is not whole pages, with the 64-token pages of SM100's trtllm backends.
+    monkeypatch.setattr(deployment, "step_token_budget", lambda release, gpu: 8192 + 8 * 32)
+    monkeypatch.setattr("layoutopt.engines.page_size.sglang_page_size",
+                        lambda *args: PageSize(tokens=64, backend="trtllm_mla", sources=()))
+    with pytest.raises(InputError, match=r"dp_size.*1056 tokens each.*64-token page") as refused:
+        render(plan, engine=release, model_id=model_id, namespace="llm")
+    assert str(fact.source) in str(refused.value)
+    monkeypatch.setattr(deployment, "step_token_budget", lambda release, gpu: 8192 + 8 * 64)
+    assert render(plan, engine=release, model_id=model_id, namespace="llm")

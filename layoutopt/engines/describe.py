@@ -95,6 +95,8 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("pcp_unsupported", "world_size", lambda v: f"world = {v}: attention CP splits the TP group; "
             "PCP over extra GPUs is not available")
         add("dcp_unsupported", "dcp_divides_tp", lambda v: f"DCP: {v}")
+        add("chunk_pages", "chunked_prefill_page_multiple", lambda v: "emit refuses an attention-DP prefill or "
+            "colocated pool whose per-rank chunk (--chunked-prefill-size // DP) is not whole KV pages")
         add("pd_dcp_mismatch", "pd_dcp_rule", lambda v: "prefill and decode DCP equal, or prefill DCP 1 with an MLA "
             "model")
         add("pd_page_size", "page_size_default", lambda v: "emit launches prefill and decode with one --page-size, "

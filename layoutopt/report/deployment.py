@@ -223,6 +223,30 @@ def disaggregated_page_sizes(plan: Plan, release: EngineRelease, model, gpus: li
     return sizes
 
 
+def _check_chunk_pages(release: EngineRelease, index: int, pool, model, gpu, page_size: int | None) -> None:
+    """An SGLang prefill or colocated server with attention DP runs ``--chunked-prefill-size`` // DP
+    tokens per rank and refuses to start unless that is a whole number of KV pages (fact
+    ``chunked_prefill_page_multiple``)."""
+    from layoutopt.engines.loader import load_engine_data
+    from layoutopt.engines.page_size import sglang_page_size
+
+    if release.engine != "sglang" or pool.role == "decode" or pool.dp_size == 1:
+        return
+    fact = load_engine_data(release.engine, release.version).fact("chunked_prefill_page_multiple")
+    if fact is None:
+        return
+    if page_size is None:
+        resolved = sglang_page_size(release.spec, model, gpu)
+        page_size = resolved.tokens if resolved is not None else None
+    budget = step_token_budget(release, gpu)
+    if page_size is not None and (budget // pool.dp_size) % page_size:
+        raise InputError(f"plan.pools[{index}].dp_size", pool.dp_size,
+                         "attention DP that leaves each rank whole KV pages of its chunk",
+                         f"SGLang {release.version} splits the {budget}-token chunk over {pool.dp_size} attention-DP "
+                         f"ranks ({budget // pool.dp_size} tokens each), which must be a multiple of the "
+                         f"{page_size}-token page size on {pool.gpu} ({fact.source})")
+
+
 def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
             checkpoints: tuple[str, ...] = ()) -> tuple[EngineRelease, list[PoolDeployment]]:
     """The engine release and, per pool, what it serves and its memory settings."""
@@ -250,6 +274,7 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
     pools: list[PoolDeployment] = []
     for index, pool in enumerate(plan.pools):
         gpu = gpus[index]
+        _check_chunk_pages(release, index, pool, model, gpu, page_sizes[index])
         served = served_checkpoint(release.spec, model, base, gpu, pool.precision, model_id)
         names.model_id(served.hf_id, "checkpoint id")
         utilization, static, fits, notes = _memory(plan, index, pool, model, gpu, release)
