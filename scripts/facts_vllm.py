@@ -25,6 +25,7 @@ def vllm_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, Any
     _vllm_dp_rank_gpus(wheel, facts)
     _vllm_precision(wheel, facts)
     _vllm_online_quantization(wheel, facts)
+    _vllm_model_kv_cache_dtype(wheel, facts)
     flag_facts(facts, flags, {
         "multi_node_dp_flags": ["--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
                                 "--data-parallel-start-rank", "--headless"],
@@ -378,3 +379,45 @@ def _vllm_online_quantization(wheel: Wheel, facts: Facts) -> None:
     facts.add("online_quantization_fp8", "fp8", fp8, line,
               "Fp8LinearMethod.process_weights_after_loading quantizes the weights of a checkpoint that is not "
               "FP8-serialized: --quantization fp8 on a BF16 checkpoint is online FP8.")
+
+
+def _vllm_model_kv_cache_dtype(wheel: Wheel, facts: Facts) -> None:
+    """Architectures whose config hook turns an unset (auto) KV cache dtype into FP8 on a GPU family:
+    a launch that planned a 16-bit KV cache has to say so."""
+    rel = "vllm/model_executor/models/config.py"
+    if not wheel.exists(rel):
+        return
+    lines = wheel.lines(rel)
+    classes: dict[str, dict] = {}
+    current = None
+    for number, text in enumerate(lines, start=1):
+        header = re.match(r"^class (\w+)\(", text)
+        if header:
+            current = {"name": header.group(1), "family": None, "auto": False}
+            continue
+        if current is None:
+            continue
+        family = re.search(r"is_device_capability_family\((\d+)\)", text)
+        if family:
+            current["family"] = int(family.group(1))
+        if re.search(r'cache_config\.cache_dtype [!=]= "auto"', text):
+            current["auto"] = True
+        dtype = re.search(r'^\s*cache_config\.cache_dtype = "(fp8\w*)"', text)
+        if dtype and current["family"] is not None and current["auto"]:
+            classes.setdefault(current["name"], {"family": current["family"], "dtype": dtype.group(1),
+                                                 "line": number})
+    start = wheel.require(rel, r"^MODELS_CONFIG_MAP")
+    value, first_line = {}, None
+    for text in lines[start:]:
+        entry = re.match(r'^\s*"(\w+)": (\w+),', text)
+        if entry and entry.group(2) in classes:
+            found = classes[entry.group(2)]
+            value[entry.group(1)] = {"compute_capability_major": found["family"] // 10, "dtype": found["dtype"]}
+            first_line = found["line"] if first_line is None else min(first_line, found["line"])
+        if text.startswith("}"):
+            break
+    if value:
+        facts.add("model_kv_cache_dtype_default", dict(sorted(value.items())), rel, first_line,
+                  "These architectures' verify_and_update_config hooks replace --kv-cache-dtype auto with an FP8 "
+                  "dtype on the GPU family given (compute capability major): a server meant to keep a 16-bit KV "
+                  "cache there must pass --kv-cache-dtype bfloat16.")

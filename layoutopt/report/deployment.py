@@ -14,6 +14,7 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 
 from layoutopt.engines.attention_backend import required_attention_backend
+from layoutopt.engines.kv_cache_dtype import explicit_kv_cache_dtype
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.plan import READABLE_SCHEMA_VERSIONS, Plan, Pool
 from layoutopt.report import names
@@ -39,6 +40,8 @@ class PoolDeployment(BaseModel):
                                           "(engines.attention_backend; None: the engine picks its own)")
     page_size: int | None = Field(default=None, description="SGLang --page-size of a prefill or decode pool: one "
                                   "value for every such pool of the plan (None: the engine's own choice)")
+    kv_cache_dtype: str | None = Field(default=None, description="--kv-cache-dtype a 16-bit KV cache needs named "
+                                       "(engines.kv_cache_dtype; None: the engine keeps it unasked)")
     notes: tuple[str, ...] = ()
 
 
@@ -289,5 +292,6 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
                                     step_token_budget=step_token_budget(release, gpu), ep_exchange=plan.ep_exchange,
                                     page_size=page_sizes[index],
                                     attention_backend=required_attention_backend(release.spec, model, gpu),
+                                    kv_cache_dtype=explicit_kv_cache_dtype(release.spec, model, gpu, pool.kv_precision),
                                     notes=tuple(notes)))
     return release, pools

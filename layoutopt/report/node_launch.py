@@ -65,6 +65,8 @@ class NodeContext(_Frozen):
                                           "(deployment.attention_backend); None leaves the engine's choice")
     page_size: int | None = Field(default=None, description="SGLang --page-size of a prefill or decode server "
                                   "(deployment.page_size); None leaves the engine's default")
+    kv_cache_dtype: str | None = Field(default=None, description="--kv-cache-dtype of a 16-bit KV cache the "
+                                       "engine would otherwise change (deployment.kv_cache_dtype)")
     # In a pod the device plugin picks the GPUs; bare-metal scripts pin them.
     in_pod: bool = False
 

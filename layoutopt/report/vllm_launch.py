@@ -95,6 +95,9 @@ def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
         args += ["--quantization", ctx.online_quantization]
     if pool.kv_precision == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
+    elif ctx.kv_cache_dtype is not None:
+        # A 16-bit KV cache the model's config hook would make FP8 (engines.kv_cache_dtype).
+        args += ["--kv-cache-dtype", ctx.kv_cache_dtype]
     args += ["--max-num-seqs", str(max_num_seqs_per_rank(pool)),
              "--gpu-memory-utilization", f"{ctx.gpu_memory_utilization:.2f}"]
     if ctx.step_token_budget is not None:
