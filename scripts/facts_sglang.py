@@ -43,6 +43,7 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
     _sglang_pd_page_size(wheel, facts)
     _sglang_page_size_resolution(wheel, facts)
     _sglang_chunk_pages(wheel, facts)
+    _sglang_dcp_backends(wheel, facts)
     _sglang_required_attention_backend(wheel, facts)
     flag_facts(facts, flags, {
         "disaggregation_flags": ["--disaggregation-mode", "--disaggregation-bootstrap-port",
@@ -124,6 +125,33 @@ def _sglang_chunk_pages(wheel: Wheel, facts: Facts) -> None:
                       "number of KV pages (a decode server skips it), after attention DP has divided the size "
                       f"over its ranks ({split}:{divided}).")
             return
+
+
+def _sglang_dcp_backends(wheel: Wheel, facts: Facts) -> None:
+    """The attention backend a DCP server has to name where SGLang's default has no DCP path: the
+    MHA/GQA merge of per-rank attention exists in the Triton backend only, and Hopper's default MLA
+    backend (fa3) has none, where FlashInfer's MLA backend has."""
+    attention = "sglang/srt/layers/attention/"
+    if not wheel.exists("sglang/srt/layers/dcp/__init__.py"):
+        return
+    triton = wheel.find(attention + "triton_backend.py", r"o = cp_lse_ag_out_rs_mha\(o_for_decode")
+    window = wheel.find(attention + "triton_backend.py", r"DCP Triton extend does not support sliding window")
+    flashinfer_mla = wheel.find(attention + "flashinfer_mla_backend.py", r"update_local_kv_lens_for_dcp\(")
+    defaults = "sglang/srt/arg_groups/model_override_base.py"
+    hopper_mla = wheel.find(defaults, r"# MLA architecture")
+    fa3_dcp = [n for n, text in enumerate(wheel.lines(attention + "flashattention_backend.py"), 1)
+               if "dcp" in text and "dcp_kv_mask is not None" not in text]
+    if None in (triton, window, flashinfer_mla, hopper_mla) or fa3_dcp:
+        raise ProbeError(f"{wheel.path.name}: DCP found, but not the backends that run it as 0.5.23 has them")
+    rel = attention + "triton_backend.py"
+    facts.add("dcp_attention_backend", {"gqa": "triton", "mla_sm90": "flashinfer"}, rel, triton,
+              "Decode context parallelism needs a backend that attends over the rank's KV shard and merges the "
+              "ranks' outputs by LSE. For MHA/GQA only the Triton backend does (this line; Hopper's default fa3, "
+              "SM100's trtllm_mha and flashinfer have no DCP path). For MLA, Hopper's default is fa3 "
+              f"({defaults}:{hopper_mla}), which has none, while FlashInfer's MLA backend has "
+              f"({attention}flashinfer_mla_backend.py:{flashinfer_mla}); SM100's trtllm_mla / flashinfer "
+              f"defaults and the DSA backend have their own. The Triton DCP prefill refuses sliding-window "
+              f"layers ({rel}:{window}).")
 
 
 def _sglang_pd_page_size(wheel: Wheel, facts: Facts) -> None:

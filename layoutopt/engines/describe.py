@@ -95,6 +95,9 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("pcp_unsupported", "world_size", lambda v: f"world = {v}: attention CP splits the TP group; "
             "PCP over extra GPUs is not available")
         add("dcp_unsupported", "dcp_divides_tp", lambda v: f"DCP: {v}")
+        add("dcp_unsupported", "dcp_attention_backend", lambda v: f"DCP servers are launched with --attention-backend "
+            f"{v['gqa']} (GQA) or {v['mla_sm90']} (MLA on Hopper), the backends with a DCP path; no DCP prefill of "
+            "a sliding-window GQA model")
         add("chunk_pages", "chunked_prefill_page_multiple", lambda v: "emit refuses an attention-DP prefill or "
             "colocated pool whose per-rank chunk (--chunked-prefill-size // DP) is not whole KV pages")
         add("pd_dcp_mismatch", "pd_dcp_rule", lambda v: "prefill and decode DCP equal, or prefill DCP 1 with an MLA "

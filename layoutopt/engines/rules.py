@@ -18,8 +18,11 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
   the NIXL connector it runs on prefill instances only, and together with DCP only at TP 1 with
   DCP = PCP. layoutopt's PCP is
   vLLM's (extra GPUs); SGLang's attention CP splits the --tp-size group and is not modelled.
-- ``dcp_unsupported`` (``dcp_attention``, ``dcp_gqa_max``, ``dcp_gqa_q_per_kv``, ``dcp_kv_connector``):
-  decode context parallelism by attention kind, KV heads and (vLLM 0.33) with the KV connector.
+- ``dcp_unsupported`` (``dcp_attention``, ``dcp_gqa_max``, ``dcp_gqa_q_per_kv``, ``dcp_kv_connector``;
+  SGLang ``dcp_divides_tp``, ``dcp_attention_backend``): decode context parallelism by attention kind,
+  KV heads and (vLLM 0.33) with the KV connector. SGLang 0.5.23 runs GQA DCP in its Triton backend
+  only (emit names it, ``engines.attention_backend``), whose prefill refuses sliding-window layers,
+  so a prefilling (colocated) instance of such a model cannot use DCP.
 - ``expert_parallel`` (``ep_size``): EP only on MoE models; vLLM's EP group is all tp x dp ranks.
 - ``dp_pp_placement`` (``dp_rank_gpus``, vLLM): a MoE instance with DP and PP over several local
   domains. vLLM orders ranks DP x PP x (PCP x) TP and places each DP rank's GPUs together (the
@@ -355,6 +358,13 @@ def _sglang_context_parallel(check: RuleChecker, model: ModelSpec, gpu: GpuSpec,
             if fact is not None and sglang_tp % layout.dcp_size:
                 check.add("dcp_unsupported", f"--dcp-size {layout.dcp_size} must divide --tp-size {sglang_tp}",
                           fact.source, dcp_size=layout.dcp_size, tp_size=sglang_tp)
+                return
+            fact = check.fact("dcp_attention_backend")
+            if (fact is not None and role != "decode" and model.attention_kind != "mla"
+                    and model.num_sliding_window_layers):
+                check.add("dcp_unsupported", f"DCP {layout.dcp_size} on a {role} instance of {model.name}: GQA DCP "
+                          "runs in SGLang's Triton backend only, whose prefill refuses sliding-window layers",
+                          fact.source, dcp_size=layout.dcp_size, role=role)
 
 
 def _sglang_expert_parallel(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
@@ -431,7 +441,7 @@ _EP = _Rule(_vllm_expert_parallel, ("ep_size", "tp_size", "dp_size", "pcp_size")
 _PRECISION = _Rule(_precision, ("weight_precision", "kv_precision"))
 _CHECKPOINT = _Rule(_checkpoint, ("weight_precision",))
 _DP_PP = _Rule(_vllm_dp_pp_placement, ("tp_size", "dp_size", "pcp_size", "pp_size"))
-_SGLANG_CP = _Rule(_sglang_context_parallel, ("pcp_size", "dcp_size", "tp_size", "dp_size"))
+_SGLANG_CP = _Rule(_sglang_context_parallel, ("pcp_size", "dcp_size", "tp_size", "dp_size", "role"))
 _SGLANG_EP = _Rule(_sglang_expert_parallel, ("ep_size", "dp_size"))
 
 _SINGLE_RULES: dict[str, tuple[_Rule, ...]] = {

@@ -291,7 +291,7 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
                                     mem_fraction_static=math.floor(static * 100 + 1e-6) / 100, kv_sequences=fits,
                                     step_token_budget=step_token_budget(release, gpu), ep_exchange=plan.ep_exchange,
                                     page_size=page_sizes[index],
-                                    attention_backend=required_attention_backend(release.spec, model, gpu),
+                                    attention_backend=required_attention_backend(release.spec, model, gpu, pool.dcp_size),
                                     kv_cache_dtype=explicit_kv_cache_dtype(release.spec, model, gpu, pool.kv_precision),
                                     notes=tuple(notes)))
     return release, pools
