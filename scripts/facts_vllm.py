@@ -133,6 +133,7 @@ def _vllm_context_parallel(wheel: Wheel, facts: Facts) -> None:
               f"Attention kinds with an implementation that sets {attribute} = True (DCP needs the softmax LSE "
               "of the decode attention, checked in v1/worker/cp_utils.py). Declaring impls: "
               + ", ".join(f"{s['impl']} ({s['source']['file']}:{s['source']['line']})" for s in supporters))
+    _vllm_dcp_on_rocm(wheel, facts, supporters)
     model = "vllm/config/model.py"
     line = wheel.require(model, r"max_dcp_size = tensor_parallel_size // total_num_kv_heads")
     facts.add("dcp_gqa_max", "tp_size // num_kv_heads", model, line,
@@ -178,6 +179,24 @@ def _vllm_context_parallel_runner(wheel: Wheel, facts: Facts) -> None:
     facts.add("pcp_dcp_comm_backend", "ag_rs", runner, backend,
               "PCP > 1 with DCP > 1 needs --dcp-comm-backend ag_rs, and a model's config hook may default it to "
               "another" + (f" (GLM-5: a2a, {models}:{a2a})" if a2a is not None else "") + ", so a launch names it.")
+
+
+def _vllm_dcp_on_rocm(wheel: Wheel, facts: Facts, supporters: list[dict[str, Any]]) -> None:
+    """Which attention kinds have a DCP-capable implementation among the backends vLLM runs on ROCm:
+    vllm/platforms/rocm.py chooses only among its rocm_* and triton_* backends (sparse MLA: the AITER
+    sparse one alone)."""
+    rocm = "vllm/platforms/rocm.py"
+    choice = wheel.find(rocm, r"return \[AttentionBackendEnum\.ROCM_AITER_MLA_SPARSE\]")
+    if choice is None:
+        return
+    on_rocm = [s for s in supporters if s["source"]["file"].rsplit("/", 1)[-1].startswith(("rocm_", "triton_"))]
+    kinds = sorted({s["attention"] + ("_sparse" if "Sparse" in s["impl"] else "") for s in on_rocm})
+    facts.add("dcp_attention_rocm", kinds, rocm, choice,
+              "Attention kinds with a DCP-capable implementation among the backends vLLM picks on ROCm (rocm_* "
+              "and triton_* files; sparse MLA runs ROCM_AITER_MLA_SPARSE alone, this line): "
+              + (", ".join(f"{s['impl']} ({s['source']['file']}:{s['source']['line']})" for s in on_rocm) or "none")
+              + ". Other kinds (GQA: ROCM_ATTN, ROCM_AITER_FA, TRITON_ATTN, none declaring it) cannot run DCP on "
+              "an AMD GPU.")
 
 
 # What the NIXL connector accepts of prefill context parallelism, on one instance and across a pair:

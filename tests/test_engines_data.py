@@ -48,6 +48,7 @@ FACTS = [
     ("sglang", "0.5.23", "pd_dcp_rule", "equal_or_mla_from_one"),
     ("sglang", "0.5.23", "chunked_prefill_page_multiple", "chunked_prefill_size // attention_dp % page_size == 0"),
     ("sglang", "0.5.3", "chunked_prefill_page_multiple", "chunked_prefill_size // attention_dp % page_size == 0"),
+    ("vllm", "0.33.0", "dcp_attention_rocm", ["mla"]),
     ("vllm", "0.33.0", "pcp_dcp_sizes", "1, pcp_size or tp_size x pcp_size"),
     ("vllm", "0.33.0", "pcp_dcp_attention", ["sparse_mla"]),
     ("vllm", "0.33.0", "pcp_multimodal", False),

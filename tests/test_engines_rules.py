@@ -85,6 +85,17 @@ def test_dcp(engine, layout, role, expected):
     assert rules(engine, QWEN, B200, layout, role) == expected
 
 
+def test_vllm_dcp_on_amd_needs_an_mla_model():
+    # vllm/platforms/rocm.py picks among rocm_* / triton_* backends; only the MLA ones declare DCP.
+    [v] = check_layout("vllm==0.33.0", QWEN, MI300X, Layout(tp_size=16, dcp_size=2), "colocated")
+    assert v.rule == "dcp_unsupported" and v.source.file == "vllm/platforms/rocm.py" and "MI300X" in v.message
+    assert rules("vllm==0.33.0", QWEN, H100, Layout(tp_size=16, dcp_size=2), "colocated") == []
+    assert rules("vllm==0.33.0", DEEPSEEK, MI300X, Layout(tp_size=8, dcp_size=8, weight_precision="fp8"),
+                 "colocated") == []
+    assert rules("vllm==0.33.0", GLM5, MI300X, Layout(tp_size=8, dcp_size=8), "colocated") == ["dcp_unsupported"]
+    assert rules("vllm==0.13.0", QWEN, MI300X, Layout(tp_size=16, dcp_size=2), "colocated") == []  # no such fact
+
+
 def test_dcp_with_the_connector_on_mla_needs_dcp_equal_to_tp():
     assert rules("vllm==0.33.0", DEEPSEEK, B200, Layout(tp_size=8, dcp_size=8, weight_precision="fp8"), "decode") == []
     found = check_layout("vllm==0.33.0", DEEPSEEK, B200, Layout(tp_size=8, dcp_size=4, weight_precision="fp8"),

@@ -78,6 +78,7 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         add("pd_context_parallel", "pd_context_parallel",
             lambda v: "a side with PCP and no DCP (replicated KV) cannot pair with a DCP (sharded KV) peer")
         add("dcp_unsupported", "dcp_attention", lambda v: f"DCP supported by: {_kinds(v)}")
+        add("dcp_unsupported", "dcp_attention_rocm", lambda v: "DCP on AMD GPUs: " + (_kinds(v) or "none"))
         add("dcp_unsupported", "dcp_gqa_max", lambda v: "GQA: TP > KV heads and DCP <= TP // KV heads")
         add("dcp_unsupported", "dcp_kv_connector", lambda v: "DCP with the NIXL connector: MLA only, DCP = TP")
         add("expert_parallel", "ep_size", lambda v: f"EP group = {v}")

@@ -20,7 +20,7 @@ facts of ``data/<engine>-<version>.yaml`` each one reads:
   vLLM's (extra GPUs); SGLang's attention CP splits the --tp-size group and is not modelled.
 - ``dcp_unsupported`` (``dcp_attention``, ``dcp_gqa_max``, ``dcp_gqa_q_per_kv``, ``dcp_kv_connector``;
   SGLang ``dcp_divides_tp``, ``dcp_attention_backend``): decode context parallelism by attention kind,
-  KV heads and (vLLM 0.33) with the KV connector. SGLang 0.5.23 runs GQA DCP in its Triton backend
+  KV heads, (vLLM 0.33) with the KV connector and on AMD GPUs (MLA only). SGLang 0.5.23 runs GQA DCP in its Triton backend
   only (emit names it, ``engines.attention_backend``), whose prefill refuses sliding-window layers,
   so a prefilling (colocated) instance of such a model cannot use DCP.
 - ``expert_parallel`` (``ep_size``): EP only on MoE models; vLLM's EP group is all tp x dp ranks.
@@ -271,6 +271,12 @@ def _vllm_dcp(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout
     if fact is not None and model.attention_kind not in fact.value:
         check.add("dcp_unsupported", f"DCP {dcp}: no {model.attention_kind.upper()} attention implementation "
                   "returns the softmax LSE DCP needs", fact.source, dcp_size=dcp, attention=model.attention_kind)
+        return
+    fact = check.fact("dcp_attention_rocm")
+    kind = model.attention_kind + ("_sparse" if model.indexer_topk_tokens else "")
+    if fact is not None and gpu.vendor == "amd" and kind not in fact.value:
+        check.add("dcp_unsupported", f"DCP {dcp} on {gpu.name}: none of the attention backends vLLM runs on ROCm "
+                  f"for {kind.replace('_', ' ').upper()} supports DCP", fact.source, dcp_size=dcp, gpu=gpu.name)
         return
     if model.attention_kind != "mla":
         heads = model.num_kv_heads
