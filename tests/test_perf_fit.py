@@ -123,6 +123,28 @@ def test_load_cases_carries_the_attention_dp_balancing_of_the_reference_launches
     assert (launched.attention_dp_balance_timeout_iters, launched.attention_dp_batching_wait_iters) == (60, 0)
 
 
+def test_load_cases_reads_trtllm_batch_waiting_columns(tmp_path):
+    # batch_wait_timeout_iters / batch_wait_max_tokens_ratio columns (the ratio clipped to [0, 1]); rows
+    # without them, and every reference row, keep batch waiting off. predict launches the profile with it.
+    from layoutopt.perf_model.fit import _with_budget
+
+    def row(rid, extra):
+        return (f"{rid},trtllm,meta-llama/Llama-3.1-70B,b200_sxm,fp8,agg,1024,1024,8,fp8,fp8,"
+                f"2,1,1,2,1,{',' * 13},300.0,10.0{extra}\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER.rstrip("\n") + ",batch_wait_timeout_iters,batch_wait_max_tokens_ratio\n"
+                    + row("set", ",20,0.9") + row("big", ",5,3") + row("none", ",,"))
+    cases, left = load_cases(path)
+    assert not left
+    got = {c.row_id: (c.batch_wait_timeout_iters, c.batch_wait_max_tokens_ratio) for c in cases}
+    assert got == {"set": (20, 0.9), "big": (5, 1.0), "none": (0, 0.0)}
+    trtllm = get_engine_profile("trtllm")
+    assert trtllm.batch_wait_timeout_iters == 0
+    launched = _with_budget(trtllm, cases[0])
+    assert (launched.batch_wait_timeout_iters, launched.batch_wait_max_tokens_ratio) == (20, 0.9)
+    assert _with_budget(trtllm, cases[2]).batch_wait_timeout_iters == 0
+
+
 def test_load_cases_replays_the_kv_cache_dtype_of_the_reference_launches(tmp_path):
     # InferenceX's launch scripts ran an FP8 KV cache on every TensorRT-LLM B200 launch, SGLang DeepSeek,
     # vLLM gpt-oss on B200 from 2025-12-05 and MiniMax-M2.5 FP8 from 2026-04-03 (reference_kv.INFERENCEX_KV_CACHE_FP8);

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from layoutopt.perf_model.calibration import get_engine_profile
 from layoutopt.perf_model.closed_loop import (
+    batch_wait_steps,
     attention_dp_balance_wait_steps,
     colocated_closed_loop,
     disaggregated_closed_loop,
@@ -277,6 +278,40 @@ def test_closed_loop_attention_dp_balance_adds_its_gate_wait_to_ttft():
     # Without attention DP there is no gate.
     one = _costs(servers=1)
     assert colocated_closed_loop(one, 64, balanced).ttft_ms.mean == colocated_closed_loop(one, 64, plain).ttft_ms.mean
+
+
+def test_batch_wait_steps_closed_forms():
+    """TensorRT-LLM batch waiting: a cycle opens with one held prompt and ends after T steps or at the
+    (K - 1)-th later arrival. Without a reachable threshold a cycle of T collects 1 + lambda T prompts
+    waiting T, then uniformly less: T (1 + lambda T / 2) / (1 + lambda T); with K = 2 the cycle ends at
+    the first later arrival, E[C] = (1 - e^-lambda T) / lambda over 2 - e^-lambda T prompts."""
+    rate = np.array([0.0, 0.004, 0.12, 1.0])
+    far = batch_wait_steps(20, 1e6, rate)
+    assert far == pytest.approx(20 * (1 + rate * 10) / (1 + rate * 20), rel=1e-3)
+    lam = np.array([0.05, 0.5])
+    two = batch_wait_steps(20, 2, lam)
+    assert two == pytest.approx(-np.expm1(-20 * lam) / lam / (2 - np.exp(-20 * lam)), rel=1e-3)
+    # A prompt that alone reaches the threshold (or ratio 0) and timeout 0 wait nothing; more arrivals, less wait.
+    assert batch_wait_steps(20, 1.0, 0.1)[0] == 0.0 and batch_wait_steps(0, 14, 0.1)[0] == 0.0
+    assert np.all(np.diff(batch_wait_steps(20, 14.5, np.geomspace(1e-3, 10, 9))) < 0)
+
+
+def test_closed_loop_batch_wait_adds_about_timeout_steps_to_ttft():
+    # 8 clients of 1000 + 200 tokens, 20 ms steps: a prompt returns every ~25 steps, so a 20-iteration wait
+    # with an unreachable threshold (0.9 x 16384 tokens, 14 prompts) holds almost every prompt ~19 steps.
+    costs = _costs(chunk=16384)
+    plain = _rounds_profile(1e9)
+    waiting = plain.model_copy(update={"batch_wait_timeout_iters": 20, "batch_wait_max_tokens_ratio": 0.9})
+    off, on = colocated_closed_loop(costs, 8, plain), colocated_closed_loop(costs, 8, waiting)
+    expected_ms = batch_wait_steps(20, (0.9 * 16384 - 8) / 999, on.throughput_rps * on.tpot_ms.mean / 1e3)[0] \
+        * on.tpot_ms.mean
+    assert 15 * on.tpot_ms.mean < expected_ms < 20 * on.tpot_ms.mean
+    assert on.ttft_ms.mean - off.ttft_ms.mean == pytest.approx(expected_ms, rel=0.1)
+    assert on.throughput_rps < off.throughput_rps
+    # Not with attention DP (the executor skips it), nor with one client (nothing decodes beside it).
+    dp = _costs(servers=8, chunk=16384)
+    assert colocated_closed_loop(dp, 64, waiting).ttft_ms.mean == colocated_closed_loop(dp, 64, plain).ttft_ms.mean
+    assert colocated_closed_loop(costs, 1, waiting).ttft_ms.mean == colocated_closed_loop(costs, 1, plain).ttft_ms.mean
 
 
 def _rounds_profile(rounds: float):

@@ -21,7 +21,8 @@ OPTIONAL_NUMERIC_COLUMNS = ("concurrency", "tp", "pp", "attention_dp", "moe_tp",
                             "prefill_tp", "prefill_pp", "prefill_attention_dp", "prefill_moe_tp", "prefill_moe_ep",
                             "decode_workers", "decode_tp", "decode_pp", "decode_attention_dp", "decode_moe_tp",
                             "decode_moe_ep", "decode_batch", "step_token_budget",
-                            "attention_dp_balance_timeout_iters", "attention_dp_batching_wait_iters")
+                            "attention_dp_balance_timeout_iters", "attention_dp_batching_wait_iters",
+                            "batch_wait_timeout_iters", "batch_wait_max_tokens_ratio")
 MODES = ("agg", "disagg")
 ENGINES = ("vllm", "sglang", "trtllm")
 

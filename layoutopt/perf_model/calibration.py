@@ -112,6 +112,15 @@ class EngineProfile(BaseModel):
         default=10, ge=0, description="attention_dp_config.batching_wait_iters with balancing on: iterations "
         "context requests are held once every rank has one (TensorRT-LLM's default 10, llmapi/llm_args.py "
         "AttentionDpConfig)")
+    batch_wait_timeout_iters: int = Field(
+        default=0, ge=0, description="TensorRT-LLM batch_wait_timeout_iters: iterations a context request is held "
+        "while generation requests run and the step's tokens stay below batch_wait_max_tokens_ratio x "
+        "max_num_tokens (PyExecutor._waiting_requests; not with attention DP; "
+        "closed_loop.batch_wait_steps). 0: no waiting (TensorRT-LLM's default). A launch setting, not fitted")
+    batch_wait_max_tokens_ratio: float = Field(
+        default=0.0, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio: the share of "
+        "max_num_tokens whose scheduled tokens (prompts and generation tokens) release held context requests "
+        "at once (default 0)")
     closed_loop_rounds: float = Field(default=10.0, ge=1, description="rounds of a closed-loop benchmark the "
                                       "first burst (all clients start at once) is averaged over: mean TTFT = "
                                       "steady + (first-round TTFT - steady) / rounds (closed_loop.py)")

@@ -27,6 +27,7 @@ queue for the next rounds, so the effective R is at most about 20 and can be far
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -189,6 +190,57 @@ def _balance_wait_s(costs: PhaseCosts, profile: EngineProfile | None, held: floa
     return steps * tpot_s
 
 
+def batch_wait_steps(timeout_iters: int, release_prompts: float, arrivals_per_step: np.ndarray | float) -> np.ndarray:
+    """Mean steps a new prompt waits at TensorRT-LLM's batch waiting (closed loop, no attention DP).
+
+    With ``batch_wait_timeout_iters`` T and ``batch_wait_max_tokens_ratio`` r set, the executor holds
+    the context requests it could schedule while generation requests run, until T iterations have
+    passed or the step's scheduled tokens (the held prompts' and one per generation request) reach
+    r x max_num_tokens; its counter starts at the first held prompt and restarts at each release
+    (PyExecutor._waiting_requests, called from _schedule only without attention DP and with both kinds
+    of request present; tensorrt_llm/_torch/pyexecutor/py_executor.py, public repository, release not
+    pinned). So a cycle opens with one prompt and ends at C = min(T, S_{K-1}), S_j the j-th later
+    arrival and K = ``release_prompts`` the prompts whose tokens reach the threshold; the prompts
+    return about Poisson at ``arrivals_per_step`` (as at the attention-DP gate). A cycle's prompts wait
+
+        E[sum] = E[C] + integral_0^T E[A(t); A(t) < K - 1] dt,   E[C] = integral_0^T P(A(t) < K - 1) dt,
+
+    over 1 + E[min(A(T), K - 1)] prompts, A(t) the arrivals in (0, t]. K <= 1 (one prompt reaches the
+    threshold, or r = 0) or T = 0 waits nothing.
+    """
+    rate = np.atleast_1d(np.asarray(arrivals_per_step, dtype=float))
+    if timeout_iters <= 0 or not release_prompts > 1.0:
+        return np.zeros_like(rate)
+    others = int(math.ceil(release_prompts)) - 1          # later arrivals that release the cycle
+    t = np.linspace(0.0, float(timeout_iters), 129)
+    mean = np.maximum(rate, 0.0)[:, None, None] * t[None, :, None]          # (rates, t, 1)
+    j = np.arange(others, dtype=float)[None, None, :]                       # counts below the release
+    log_pmf = j * np.log(np.maximum(mean, 1e-300)) - mean - np.array([math.lgamma(v + 1.0) for v in j.ravel()])
+    pmf = np.where(mean > 0, np.exp(log_pmf), (j == 0).astype(float))
+    below = pmf.sum(axis=2)                                                 # P(A(t) < K - 1)
+    held_before = (j * pmf).sum(axis=2)                                     # E[A(t); A(t) < K - 1]
+    mean_cycle = np.trapezoid(below, t, axis=1)
+    waits = mean_cycle + np.trapezoid(held_before, t, axis=1)
+    prompts = 1.0 + held_before[:, -1] + others * (1.0 - below[:, -1])
+    return waits / prompts
+
+
+def _batch_wait_s(costs: PhaseCosts, profile: EngineProfile | None, held: float, rate_rps: np.ndarray,
+                  tpot_s: np.ndarray) -> np.ndarray:
+    """Seconds of TTFT at TensorRT-LLM's batch waiting (:func:`batch_wait_steps`), one per load point: a
+    held step is a decode step (the mean TPOT), returns arrive at ``rate x step`` per step, and K prompts
+    of the mean length release a cycle once K x prompt + (held - K) generation tokens reach the ratio of
+    the step's token budget. Off with attention DP (the executor balances ranks instead) and with
+    nothing else decoding (one sequence held)."""
+    rate = np.asarray(rate_rps, dtype=float)
+    if (profile is None or profile.batch_wait_timeout_iters <= 0 or costs.prefill_servers > 1 or held <= 1.0):
+        return np.zeros_like(rate)
+    threshold = profile.batch_wait_max_tokens_ratio * costs.server_budget_tokens
+    prompt = max(costs.mean_input_tokens, 1.0)
+    release = (threshold - held) / max(prompt - 1.0, 1.0)
+    return batch_wait_steps(profile.batch_wait_timeout_iters, release, rate * tpot_s) * tpot_s
+
+
 def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
     """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`.
 
@@ -202,7 +254,8 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
     held = min(concurrency, float(costs.max_batch_size))
     cohort_s = prompts_ahead(held, profile) * costs.mean_input_tokens * costs.chunk_s_per_token
     grid = colocated_rows(costs, None, CLOSED_LOOP_ARRIVAL_SCV, population=held)
-    gate_s = _balance_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s)
+    gate_s = (_balance_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s)
+              + _batch_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s))
     population = grid.rate_rps * (grid.ttft_mean_s + cohort_s + gate_s + steps * grid.tpot_mean_s)
     found = _crossing(population, held, grid.stable)
     if found is None:  # saturated before holding them all: run at the last stable load
@@ -213,7 +266,9 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
         batch = float(np.exp(np.log(grid.batch[k]) + frac * (np.log(grid.batch[k + 1]) - np.log(grid.batch[k])))
                       if frac > 0 else grid.batch[k])
     row = colocated_rows(costs, np.array([batch]), CLOSED_LOOP_ARRIVAL_SCV, population=held)
-    row = _with_ttft_added(row, cohort_s + float(_balance_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s)[0]))
+    waits_s = (_balance_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s)
+               + _batch_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s))
+    row = _with_ttft_added(row, cohort_s + float(waits_s[0]))
     return _finish(costs, row, concurrency, held if found is not None else None, steps, "colocated",
                    _first_round_s(held, costs.mean_input_tokens * costs.chunk_s_per_token,
                                   float((costs.prefill_s * costs.input_weights).sum()) + costs.request_overhead_s),

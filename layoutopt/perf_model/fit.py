@@ -85,6 +85,8 @@ def _with_budget(profile: calibration.EngineProfile, case: MeasuredCase) -> cali
     one attention-DP rank's), where known, and the attention-DP balancing it set."""
     if case.attention_dp_balance_timeout_iters is not None:
         profile = _balanced(profile, case.attention_dp_balance_timeout_iters, case.attention_dp_batching_wait_iters)
+    if case.batch_wait_timeout_iters:
+        profile = _batch_waiting(profile, case.batch_wait_timeout_iters, case.batch_wait_max_tokens_ratio)
     if case.step_token_budget is None:
         return profile
     budget = case.step_token_budget
@@ -103,6 +105,13 @@ def _balanced(profile: calibration.EngineProfile, timeout_iters: int, batching_w
               ) -> calibration.EngineProfile:
     return profile.model_copy(update={"attention_dp_balance_timeout_iters": timeout_iters,
                                       "attention_dp_batching_wait_iters": batching_wait_iters})
+
+
+@lru_cache(maxsize=1024)
+def _batch_waiting(profile: calibration.EngineProfile, timeout_iters: int, max_tokens_ratio: float
+                   ) -> calibration.EngineProfile:
+    return profile.model_copy(update={"batch_wait_timeout_iters": timeout_iters,
+                                      "batch_wait_max_tokens_ratio": max_tokens_ratio})
 
 
 @lru_cache(maxsize=4096)

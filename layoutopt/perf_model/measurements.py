@@ -81,6 +81,10 @@ class MeasuredCase:
     # when off (the engine's default), and batching_wait_iters (reference_attention_dp_balance).
     attention_dp_balance_timeout_iters: int | None = None
     attention_dp_batching_wait_iters: int = TRTLLM_BATCHING_WAIT_ITERS
+    # TensorRT-LLM batch waiting the run's launch set (batch_wait_timeout_iters, batch_wait_max_tokens_ratio
+    # columns; 0 and 0.0: off, the engine's default).
+    batch_wait_timeout_iters: int = 0
+    batch_wait_max_tokens_ratio: float = 0.0
 
 
 _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms")
@@ -355,13 +359,26 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
             continue
         isl = int(float(row["isl"]))
         budget = _degree(row, "step_token_budget", 0) or None
+        osl = int(float(row["osl"]))
         if budget is None and aiconfigurator_launch:
             budget = benchmark_token_budget(engine, isl, concurrency, layout, prefill)
         balance = _attention_dp_balance(row, engine, mode, layout, aiconfigurator_launch)
-        cases.append(MeasuredCase(rid, engine, mode, row["model"], isl, int(float(row["osl"])),
+        waiting = _batch_wait(row)
+        cases.append(MeasuredCase(rid, engine, mode, row["model"], isl, osl,
                                   concurrency, layout, prefill, p_count, decode, d_count, batch, ttft, tpot,
-                                  assumed, gpu, budget, *balance))
+                                  assumed, gpu, budget, *balance, *waiting))
     return cases, left_out
+
+
+def _batch_wait(row: dict) -> tuple[int, float]:
+    """(batch_wait_timeout_iters, batch_wait_max_tokens_ratio) of a row: its columns of those names (a
+    TensorRT-LLM launch's batch waiting, :func:`~layoutopt.perf_model.closed_loop.batch_wait_steps`), else
+    off, the engine's default. The reference rows carry no such column."""
+    written = _num(row.get("batch_wait_timeout_iters"))
+    if written is None:
+        return 0, 0.0
+    ratio = _num(row.get("batch_wait_max_tokens_ratio"))
+    return max(int(written), 0), min(max(ratio or 0.0, 0.0), 1.0)
 
 
 def _attention_dp_balance(row: dict, engine: str, mode: str, layout: Layout | None,
