@@ -239,3 +239,23 @@ def test_cross_domain_groups_name_the_groups_a_cross_node_layout_spans():
     assert set(tp16) == {"tp", "moe_tp"} and tp16["tp"].num_domains == 2
     dep32 = cross_domain_groups(H100, Layout(tp_size=1, dp_size=32, ep_size=32))
     assert set(dep32) == {"ep"} and dep32["ep"].num_domains == 4  # attention DP + EP over 4 nodes
+
+
+def _saturation_by_scan(message_bytes: float) -> float:
+    """The scalar saturation curve as a linear scan over the knots (what the bisection replaced)."""
+    logs, fracs = coll._LOGS, coll._FRACS
+    x = math.log(max(float(message_bytes), 1.0))
+    if x <= logs[0]:
+        return fracs[0]
+    for i in range(1, len(logs)):
+        if x <= logs[i]:
+            t = (x - logs[i - 1]) / (logs[i] - logs[i - 1])
+            return fracs[i - 1] + t * (fracs[i] - fracs[i - 1])
+    return fracs[-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=-10.0, max_value=60.0))
+def test_scalar_saturation_fraction_equals_the_knot_scan(log_bytes):
+    for message in (math.exp(log_bytes), *(math.exp(v) for v in coll._LOGS)):
+        assert coll.bandwidth_saturation_fraction(message) == _saturation_by_scan(message)

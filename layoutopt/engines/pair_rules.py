@@ -37,16 +37,46 @@ def check_pair(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layo
                decode_layout: Layout, prefill_gpu: GpuSpec | None = None,
                decode_gpu: GpuSpec | None = None) -> list[RuleViolation]:
     """The rules between a prefill and a decode pool of one plan (KV goes from one to the other);
-    the GPU rules apply when both GPUs are given."""
-    ref = parse_engine_ref(engine)
-    if not ref.has_data:
+    the GPU rules apply when both GPUs are given. The same violations, in the same order, as
+    ``check_pair_layouts`` followed by ``check_pair_gpus``."""
+    check = _checker(engine)
+    if check is None:
         return []
-    check = RuleChecker(ref, load_engine_data(ref.name, ref.version))
     layout_pair_rules(check, model, prefill_layout, decode_layout)
     if prefill_gpu is not None and decode_gpu is not None:
-        _pair_gpu_rules(check, prefill_gpu, decode_gpu)
-        _pair_checkpoint_rule(check, model, prefill_layout, decode_layout, prefill_gpu, decode_gpu)
+        _gpu_side_rules(check, model, prefill_layout, decode_layout, prefill_gpu, decode_gpu)
     return check.found
+
+
+def check_pair_layouts(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layout,
+                       decode_layout: Layout) -> list[RuleViolation]:
+    """The pair rules that read the two layouts alone (TP, PP, KV cache dtype, context parallelism):
+    they read nothing of a side but its ``pair_layout_key``."""
+    return check_pair(engine, model, prefill_layout, decode_layout)
+
+
+def check_pair_gpus(engine: "str | EngineRef", model: ModelSpec, prefill_layout: Layout, decode_layout: Layout,
+                    prefill_gpu: GpuSpec, decode_gpu: GpuSpec) -> list[RuleViolation]:
+    """The other pair rules: the GPUs' attention-backend families and the checkpoint each side's
+    weight precision loads on its GPU; of a layout they read its weight precision alone."""
+    check = _checker(engine)
+    if check is None:
+        return []
+    _gpu_side_rules(check, model, prefill_layout, decode_layout, prefill_gpu, decode_gpu)
+    return check.found
+
+
+def _checker(engine: "str | EngineRef") -> RuleChecker | None:
+    ref = parse_engine_ref(engine)
+    if not ref.has_data:
+        return None
+    return RuleChecker(ref, load_engine_data(ref.name, ref.version))
+
+
+def _gpu_side_rules(check: RuleChecker, model: ModelSpec, prefill_layout: Layout, decode_layout: Layout,
+                    prefill_gpu: GpuSpec, decode_gpu: GpuSpec) -> None:
+    _pair_gpu_rules(check, prefill_gpu, decode_gpu)
+    _pair_checkpoint_rule(check, model, prefill_layout, decode_layout, prefill_gpu, decode_gpu)
 
 
 PairKey = tuple[int, int, str, str, tuple[str, str], bool, int]
@@ -59,6 +89,12 @@ def pair_rule_key(layout: Layout, gpu: GpuSpec) -> PairKey:
     ranks, and over how many DCP ranks it is sharded. Two instances with one key pair with the same partners."""
     return (layout.tp_size, layout.pp_size, layout.kv_precision, layout.weight_precision,
             attention_backend_family(gpu), _replicated_pcp(layout), layout.dcp_size)
+
+
+def pair_layout_key(layout: Layout) -> tuple[int, int, str, bool, int]:
+    """Everything ``check_pair_layouts`` reads of one side (``pair_rule_key`` without the weight
+    precision and the GPU)."""
+    return layout.tp_size, layout.pp_size, layout.kv_precision, _replicated_pcp(layout), layout.dcp_size
 
 
 def _replicated_pcp(layout: Layout) -> bool:

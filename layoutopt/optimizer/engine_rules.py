@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from layoutopt.engines import EngineRef, check_pair
-from layoutopt.engines.pair_rules import PairKey, pair_rule_key
+from layoutopt.engines import EngineRef
+from layoutopt.engines.pair_rules import PairKey, check_pair_gpus, check_pair_layouts, pair_layout_key, pair_rule_key
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import Candidate
@@ -40,6 +40,34 @@ def _pair_key(candidate: Candidate | Proposal, gpus: Mapping[str, GpuSpec]) -> P
     return pair_rule_key(candidate.layout, _gpu_of(candidate, gpus))
 
 
+class _PairFit:
+    """``not check_pair(engine, model, prefill layout, decode layout, prefill GPU, decode GPU)``, each
+    of its two parts checked once per pair of its own keys: ``check_pair_layouts`` reads the sides'
+    ``pair_layout_key``s, ``check_pair_gpus`` their GPUs and weight precisions (the GPUs are
+    keyed by identity: they must outlive this object)."""
+
+    def __init__(self, engine: EngineRef, model: ModelSpec):
+        self.engine, self.model = engine, model
+        self._layouts: dict[tuple, bool] = {}
+        self._gpus: dict[tuple, bool] = {}
+
+    def __call__(self, prefill: Layout, decode: Layout, prefill_gpu: GpuSpec, decode_gpu: GpuSpec,
+                 layout_key: tuple | None = None) -> bool:
+        """``layout_key``: (pair_layout_key(prefill), pair_layout_key(decode)) where known."""
+        layout_key = layout_key or (pair_layout_key(prefill), pair_layout_key(decode))
+        fits = self._layouts.get(layout_key)
+        if fits is None:
+            fits = self._layouts[layout_key] = not check_pair_layouts(self.engine, self.model, prefill, decode)
+        if not fits:
+            return False
+        gpu_key = (id(prefill_gpu), prefill.weight_precision, id(decode_gpu), decode.weight_precision)
+        fits = self._gpus.get(gpu_key)
+        if fits is None:
+            fits = self._gpus[gpu_key] = not check_pair_gpus(self.engine, self.model, prefill, decode, prefill_gpu,
+                                                             decode_gpu)
+        return fits
+
+
 def incompatible_pairs(engine: EngineRef | None, model: ModelSpec, candidates: Sequence[Candidate],
                        gpus: Mapping[str, GpuSpec]) -> tuple[tuple[str, str], ...]:
     """(prefill name, decode name) of every candidate pair the engine cannot connect (``gpus``: the
@@ -55,11 +83,11 @@ def incompatible_pairs(engine: EngineRef | None, model: ModelSpec, candidates: S
         examples.setdefault(key, d)
     refused: dict[PairKey, list[str]] = {}  # prefill key -> decode names it cannot pair with
     pairs = []
+    fit = _PairFit(engine, model)
     for p in prefills:
         key = _pair_key(p, gpus)
         if key not in refused:
-            fits = {dk: not check_pair(engine, model, p.layout, d.layout, _gpu_of(p, gpus), _gpu_of(d, gpus))
-                    for dk, d in examples.items()}
+            fits = {dk: fit(p.layout, d.layout, _gpu_of(p, gpus), _gpu_of(d, gpus)) for dk, d in examples.items()}
             refused[key] = [d.name for d, dk in zip(decodes, decode_keys) if not fits[dk]]
         pairs.extend((p.name, name) for name in refused[key])
     return tuple(pairs)
@@ -103,16 +131,23 @@ def pairing_signatures(engine: EngineRef | None, model: ModelSpec, proposals: Se
     proposal_keys = [pair_rule_key(p.layout, p.gpu) for p in proposals]  # a proposal carries its GPU
     keys = {role: sorted({k for p, k in zip(proposals, proposal_keys) if p.role == role})
             for role in ("prefill", "decode")}
-    cache: dict[tuple, bool] = {}
-
-    def pairs(prefill: PairKey, decode: PairKey, prefill_proposal: Proposal, decode_proposal: Proposal) -> bool:
-        if (prefill, decode) not in cache:
-            cache[(prefill, decode)] = not check_pair(
-                engine, model, prefill_proposal.layout, decode_proposal.layout, prefill_proposal.gpu,
-                decode_proposal.gpu) if engine else True
-        return cache[(prefill, decode)]
+    # Pair keys by their index in ``keys``: the cache below is a matrix, not a dict of key pairs.
+    index = {(role, k): i for role, role_keys in keys.items() for i, k in enumerate(role_keys)}
+    cache: list[list[bool | None]] = [[None] * len(keys["decode"]) for _ in keys["prefill"]]
+    fit = _PairFit(engine, model) if engine else None
+    def pairs(prefill: int, decode: int, prefill_proposal: Proposal, decode_proposal: Proposal,
+              layout_key: tuple) -> bool:
+        found = cache[prefill][decode]
+        if found is None:
+            found = cache[prefill][decode] = fit(prefill_proposal.layout, decode_proposal.layout, prefill_proposal.gpu,
+                                                 decode_proposal.gpu, layout_key) if fit else True
+        return found
 
     examples = {(p.role, k): p for p, k in zip(proposals, proposal_keys)}
+    prefill_examples = [examples[("prefill", k)] for k in keys["prefill"]]
+    decode_examples = [examples[("decode", k)] for k in keys["decode"]]
+    prefill_layouts = [pair_layout_key(p.layout) for p in prefill_examples]
+    decode_layouts = [pair_layout_key(d.layout) for d in decode_examples]
     # A signature depends on the role and the pair key alone (``pairs`` is cached by keys).
     by_key: dict[tuple, tuple[bool, ...]] = {}
     signatures: dict[str, tuple[bool, ...]] = {}
@@ -120,9 +155,13 @@ def pairing_signatures(engine: EngineRef | None, model: ModelSpec, proposals: Se
         signature = by_key.get((p.role, key))
         if signature is None:
             if p.role == "prefill":
-                signature = tuple(pairs(key, d, p, examples[("decode", d)]) for d in keys["decode"])
+                i, own = index[("prefill", key)], pair_layout_key(p.layout)
+                signature = tuple(pairs(i, j, p, d, (own, other))
+                                  for j, (d, other) in enumerate(zip(decode_examples, decode_layouts)))
             elif p.role == "decode":
-                signature = tuple(pairs(q, key, examples[("prefill", q)], p) for q in keys["prefill"])
+                j, own = index[("decode", key)], pair_layout_key(p.layout)
+                signature = tuple(pairs(i, j, q, p, (other, own))
+                                  for i, (q, other) in enumerate(zip(prefill_examples, prefill_layouts)))
             else:
                 signature = ()
             by_key[(p.role, key)] = signature

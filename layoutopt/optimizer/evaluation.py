@@ -79,7 +79,7 @@ _cache_lock = threading.Lock()
 
 
 def _job_keys(shared_key: tuple, jobs: Sequence[Job]) -> list[tuple]:
-    dumped: dict[int, str] = {}  # a table has a few GPUs and links: dump each once
+    dumped: dict[int, str] = {}  # a table has a few GPUs and links, its roles share layouts: dump each once
 
     def dump(value) -> str | None:
         if value is None:
@@ -88,7 +88,7 @@ def _job_keys(shared_key: tuple, jobs: Sequence[Job]) -> list[tuple]:
             dumped[id(value)] = value.model_dump_json()
         return dumped[id(value)]
 
-    return [(shared_key, dump(gpu), layout.model_dump_json(), role, dump(link)) for gpu, layout, role, link in jobs]
+    return [(shared_key, dump(gpu), dump(layout), role, dump(link)) for gpu, layout, role, link in jobs]
 
 
 def _evaluate_chunk(shared: _Shared, jobs: Sequence[Job]) -> list[InstancePerf]:
@@ -157,7 +157,7 @@ def _evaluate_group(shared: _Shared, jobs: Sequence[Job], keys: Sequence[tuple],
     winners: list = []
 
     def dominated(i: int, bound: CapacityBound) -> Dominated | None:
-        if bound.capacity_rps <= 0:
+        if bound.capacity_rps <= 0 or not winners:  # (no probe copy where nothing could dominate it)
             return None
         probe = shapes[i].model_copy(update={"capacity_rps": bound.capacity_rps})
         winner = next((w for w in winners if dominates(w, probe)), None)

@@ -38,6 +38,7 @@ is costed as NCCL runs it (hierarchically):
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 
 import numpy as np
 
@@ -62,13 +63,13 @@ def bandwidth_saturation_fraction(message_bytes):
     if isinstance(message_bytes, np.ndarray):
         return np.interp(np.log(np.maximum(message_bytes, 1.0)), _LOGS_ARRAY, _FRACS_ARRAY)
     x = math.log(max(float(message_bytes), 1.0))
-    if x <= _LOGS[0]:
+    i = bisect_left(_LOGS, x)  # the first knot at or above x
+    if i == 0:
         return _FRACS[0]
-    for i in range(1, len(_LOGS)):
-        if x <= _LOGS[i]:
-            t = (x - _LOGS[i - 1]) / (_LOGS[i] - _LOGS[i - 1])
-            return _FRACS[i - 1] + t * (_FRACS[i] - _FRACS[i - 1])
-    return _FRACS[-1]
+    if i == len(_LOGS):
+        return _FRACS[-1]
+    t = (x - _LOGS[i - 1]) / (_LOGS[i] - _LOGS[i - 1])
+    return _FRACS[i - 1] + t * (_FRACS[i] - _FRACS[i - 1])
 
 
 def link_efficiency(link: Link, allreduce: bool = False) -> float:

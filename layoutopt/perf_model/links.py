@@ -72,13 +72,18 @@ def nvlink(gpu: GpuSpec) -> Link:
                 mesh_peers=mesh)
 
 
+@identity_memo
 def pcie_link(gpu: GpuSpec) -> Link:
-    """GPU-to-GPU over the host PCIe switches of one server."""
+    """GPU-to-GPU over the host PCIe switches of one server (one Link per GPU object, memoized by
+    identity: the identity memos downstream then find it)."""
     return Link(kind="pcie", bandwidth_gb_per_s=gpu.pcie_gb_per_s, latency_us=LINK_LATENCY_US["pcie"])
 
 
+@identity_memo
 def inter_node_link(gpu: GpuSpec) -> Link:
-    """Scale-out network between nodes: the GPU's NIC (Gb/s converted to GB/s)."""
+    """Scale-out network between nodes: the GPU's NIC (Gb/s converted to GB/s). One Link per GPU
+    object (memoized by identity): every prefill proposal of a GPU counts on it as its KV link, and
+    one object is pickled, dumped and looked up once instead of once per proposal."""
     return Link(kind="network", bandwidth_gb_per_s=gpu.nic_gbit_per_s / 8.0, latency_us=LINK_LATENCY_US["network"])
 
 
