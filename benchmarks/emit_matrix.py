@@ -41,9 +41,11 @@ from layoutopt.report.engine_flags import (  # noqa: E402
     SUPPORTED_VERSIONS, bad_choices, load_engine_flags, parse_engine, unknown_flags,
 )
 
-# Dense and MoE, one and several GPU types, NVIDIA and AMD, aggregated and disaggregated plans.
+# Dense and MoE, one and several GPU types, NVIDIA and AMD, aggregated and disaggregated plans;
+# sparse-attention MLA (GLM-5) on Blackwell and an INT4 multimodal MLA checkpoint (Kimi-K2.5).
 CASES = ("qwen3-32b@32xH100", "deepseek-v3@$400/h", "llama-3.1-70b@16xH100", "qwen3-30b-a3b@8xB200",
-         "llama-3.1-70b@8xH100+8xB200", "deepseek-v3@16xH200", "qwen3-32b@8xMI300X")
+         "llama-3.1-70b@8xH100+8xB200", "deepseek-v3@16xH200", "qwen3-32b@8xMI300X", "glm-5@16xB200",
+         "kimi-k2.5@16xH200")
 RELEASES = tuple(f"{engine}=={version}" for engine, versions in SUPPORTED_VERSIONS.items() for version in versions)
 
 
