@@ -12,11 +12,13 @@ from layoutopt.perf_model.calibration import get_engine_profile
 import numpy as np
 
 from layoutopt.perf_model.compute import (
+    EXPERT_POPULARITY_ZIPF,
     expert_load_imbalance,
     expected_distinct_experts,
     forward_coefficients,
     forward_pass_costs,
     max_rank_touched_experts,
+    touched_expert_share,
 )
 from layoutopt.perf_model.precision import compute_precision, is_weight_only, weight_precision_supported
 from layoutopt.plan import Layout
@@ -33,20 +35,48 @@ def test_expert_imbalance_falls_with_the_batch_to_the_hot_expert_skew():
     assert expert_load_imbalance(64.0, 1, 1.3) == 1.0  # no EP, no rank imbalance
 
 
+def _simulated_routing(rng, tokens: int, skew: float) -> np.ndarray:
+    """Touched experts of one step: each token picks 8 distinct of 256 experts in proportion to a
+    Zipf(skew) popularity (Gumbel top-k), the popularity ranks placed on random expert ids."""
+    popularity = np.arange(1, 257, dtype=float) ** -skew
+    log_p = np.log(popularity / popularity.sum())[rng.permutation(256)]
+    picks = np.argsort(-(log_p + rng.gumbel(size=(tokens, 256))), axis=1)[:, :8]
+    touched = np.zeros(256, dtype=bool)
+    touched[picks.ravel()] = True
+    return touched
+
+
 @pytest.mark.parametrize("tokens", [4, 16, 64, 512])
 def test_busiest_rank_touches_the_distinct_experts_a_simulated_routing_gives(tokens):
-    # Monte Carlo: tokens pick 8 distinct experts of 256 uniformly; 8 EP ranks of 32 experts each.
+    # Monte Carlo: tokens pick 8 distinct experts of 256 with the routers' popularity skew
+    # (EXPERT_POPULARITY_ZIPF); 8 EP ranks of 32 experts each.
     rng = np.random.default_rng(0)
-    busiest = []
-    for _ in range(400):
-        picks = np.argsort(rng.random((tokens, 256)), axis=1)[:, :8]
-        touched = np.zeros(256, dtype=bool)
-        touched[picks.ravel()] = True
-        busiest.append(touched.reshape(8, 32).sum(axis=1).max())
+    steps = [_simulated_routing(rng, tokens, EXPERT_POPULARITY_ZIPF) for _ in range(400)]
+    busiest = [touched.reshape(8, 32).sum(axis=1).max() for touched in steps]
     assert max_rank_touched_experts(256, 8, float(tokens), 8) == pytest.approx(np.mean(busiest), rel=0.1)
+    assert expected_distinct_experts(256, 8, float(tokens)) == pytest.approx(np.mean([t.sum() for t in steps]),
+                                                                            rel=0.03)
     # Never more than a rank holds; without EP, the layer's expected distinct experts.
     assert max_rank_touched_experts(256, 8, float(tokens), 8) <= 32.0
     assert max_rank_touched_experts(256, 8, float(tokens), 1) == expected_distinct_experts(256, 8, float(tokens))
+
+
+def test_skewed_routing_touches_fewer_experts_than_uniform_routing():
+    # One token touches its k experts whatever the skew; uniform routing is the upper bound between
+    # (the count is concave in the popularities), and every expert is touched by a large batch.
+    uniform = touched_expert_share(128, 4, 32.0, skew=0.0)
+    assert uniform == pytest.approx(1 - (124 / 128) ** 32)
+    assert touched_expert_share(128, 4, 1.0) == pytest.approx(4 / 128)
+    assert touched_expert_share(128, 4, 32.0) < uniform
+    assert touched_expert_share(128, 4, 32.0, skew=1.0) < touched_expert_share(128, 4, 32.0, skew=0.2)
+    assert touched_expert_share(128, 4, 1e5) == pytest.approx(1.0)
+    # The popularity classes stand for the expert-by-expert sum (within 0.5 % of the experts).
+    popularity = np.arange(1, 385, dtype=float) ** -EXPERT_POPULARITY_ZIPF
+    picked = 8 * popularity / popularity.sum()
+    for tokens in (4.0, 16.0, 64.0, 256.0, 1024.0):
+        exact = 1 - np.mean((1 - picked) ** tokens)
+        assert touched_expert_share(384, 8, tokens) == pytest.approx(exact, abs=0.005)
+        assert touched_expert_share(384, 8, np.array([tokens]))[0] == pytest.approx(touched_expert_share(384, 8, tokens))
 
 
 def test_hot_expert_skew_piles_pairs_not_distinct_experts_on_a_rank():

@@ -91,7 +91,9 @@ def test_pipeline_parallel_keeps_decode_latency_and_multiplies_throughput():
 
 def test_expected_distinct_experts():
     assert expected_distinct_experts(128, 8, 1) == pytest.approx(8.0)
-    assert expected_distinct_experts(128, 8, 16) == pytest.approx(128 * (1 - (120 / 128) ** 16))
+    # Below uniform routing's 128 (1 - (120/128)^16) = 82.4: the routers' popularity skew
+    # (compute.EXPERT_POPULARITY_ZIPF; tests/test_perf_moe_precision.py checks it against a simulation).
+    assert 70.0 < expected_distinct_experts(128, 8, 16) < 128 * (1 - (120 / 128) ** 16)
     assert expected_distinct_experts(128, 8, 10_000) == pytest.approx(128.0)
 
 
