@@ -131,6 +131,19 @@ def test_api_refuses_what_the_cli_refuses(kwargs, field):
     assert error.value.field == field
 
 
+def test_infeasible_names_the_smallest_prefill_decode_pair_over_the_budget():
+    # 64k-token prompts at TTFT 3 s: only a 32-GPU PCP prefill (tp2-pp4-pcp4) and 8-GPU decodes meet the
+    # SLO on H200, and no colocated instance does, so 32 GPUs cannot hold a pair; 40 can.
+    slo = SLO(ttft_ms={"p90": 3000}, tpot_ms={"p90": 40}, attainment=0.9)
+    kwargs = dict(slo=slo, isl=64000, osl=500, rate_rps=0.5)
+    plan = api.solve("deepseek-v3", "32xH200", **kwargs)
+    assert plan.status == "infeasible"
+    [reason] = plan.explanation.reasons
+    assert "smallest prefill + decode pair" in reason and "needs 40xH200-SXM" in reason, reason
+    assert "a budget of at least 40xH200-SXM" in plan.explanation.suggestions
+    assert api.solve("deepseek-v3", "40xH200", **kwargs).status == "optimal"
+
+
 def test_infeasible_budget_names_the_cheapest_gpu_type_that_serves():
     # DeepSeek-V3 cannot fit 8 L4s; the diagnosis tries other types cheapest first and stops at the
     # first that serves both phases, so an infeasible answer costs one more evaluation, not three.

@@ -2,7 +2,8 @@
 
 Checks run from the cheapest to the most expensive: the enumeration record (precision, memory,
 latency floors), the budget against the smallest instance, the target rate against the most the
-budget can serve, then other GPU types of the catalog and prefill context parallelism, each by
+budget can serve, the smallest prefill + decode pair the engine can connect when no colocated
+instance meets the SLO, then other GPU types of the catalog and prefill context parallelism, each by
 re-running the same enumeration on the changed input.
 """
 
@@ -68,6 +69,8 @@ def diagnose(table: CandidateTable, model: ModelSpec, slo: SLO, gpus: Sequence[G
         _no_candidates(found, table, dropped, model, slo, gpus, pcp_ttft_ms, prefills, decodes)
     else:
         _budget_or_rate(found, table, objective, model, gpus)
+        if not found.reasons:
+            _smallest_pair(found, table)
     if not (prefills and decodes) or not found.suggestions:
         _other_gpu_types(found, build_table, other_gpus, gpus, slo)
     if not found.reasons:
@@ -185,6 +188,47 @@ def _budget_or_rate(found: Diagnosis, table: CandidateTable, objective: str, mod
     if table.mode != "auto":
         found.reasons.append(f"--mode {table.mode} leaves no feasible plan")
         found.suggestions.append("--mode auto")
+
+
+def _smallest_pair(found: Diagnosis, table: CandidateTable) -> None:
+    """Without a colocated candidate a plan needs a prefill and a decode instance the engine can
+    connect: name the smallest such pair when it exceeds the budget, or say that none connects."""
+    if any(c.role == "colocated" for c in table.candidates):
+        return
+    prefills = [c for c in table.candidates if c.role == "prefill"]
+    decodes = [c for c in table.candidates if c.role == "decode"]
+    refused = set(table.incompatible_pairs)
+    pairs = [(p, d) for p in prefills for d in decodes if (p.name, d.name) not in refused]
+    if prefills and decodes and not pairs:
+        found.reasons.append(f"the engine connects none of the {len(prefills)} prefill and {len(decodes)} decode "
+                             "candidates (its KV-transfer rules refuse every pair), and no colocated instance "
+                             "meets the SLO")
+        return
+    if not pairs:
+        return
+
+    def needs(pair) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for c in pair:
+            counts[c.gpu] = counts.get(c.gpu, 0) + c.gpus_per_instance
+        return counts
+
+    p, d = min(pairs, key=lambda pair: (sum(needs(pair).values()), sum(c.cost_usd_per_hour for c in pair)))
+    over = {gpu: n for gpu, n in needs((p, d)).items()
+            if table.gpu_limits.get(gpu) is not None and n > table.gpu_limits[gpu]}
+    cost = p.cost_usd_per_hour + d.cost_usd_per_hour
+    if over:
+        have = ", ".join(f"{table.gpu_limits[g]}x{g}" for g in over)
+        found.reasons.append(f"no colocated instance meets the SLO, and the smallest prefill + decode pair the engine "
+                             f"can connect ({p.name}, {p.gpus_per_instance} GPUs, + {d.name}, "
+                             f"{d.gpus_per_instance}) needs {' + '.join(f'{n}x{g}' for g, n in over.items())}; "
+                             f"the budget has {have}")
+        found.suggestions.append("a budget of at least " + " + ".join(f"{n}x{g}" for g, n in needs((p, d)).items()))
+    elif table.max_usd_per_hour is not None and cost > table.max_usd_per_hour:
+        found.reasons.append(f"no colocated instance meets the SLO, and the cheapest prefill + decode pair the engine "
+                             f"can connect ({p.name} + {d.name}) costs ${cost:.2f}/h, over the "
+                             f"${table.max_usd_per_hour:.2f}/h cap")
+        found.suggestions.append(f"a cap of at least ${cost:.2f}/h")
 
 
 def _other_gpu_types(found: Diagnosis, build_table: TableBuilder, other_gpus: Sequence[GpuSpec],
