@@ -47,7 +47,8 @@ class Wheel:
 
     def tree(self, rel: str) -> ast.Module:
         if rel not in self._trees:
-            self._trees[rel] = ast.parse(self.text(rel), filename=rel)
+            # A leading byte-order mark is valid in a Python source file (it reads as UTF-8-sig).
+            self._trees[rel] = ast.parse(self.text(rel).removeprefix("\ufeff"), filename=rel)
         return self._trees[rel]
 
     def files_under(self, prefix: str) -> list[str]:

@@ -44,6 +44,7 @@ def sglang_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, A
     _sglang_page_size_resolution(wheel, facts)
     _sglang_chunk_pages(wheel, facts)
     _sglang_dcp_backends(wheel, facts)
+    _sglang_model_architectures(wheel, facts)
     _sglang_required_attention_backend(wheel, facts)
     flag_facts(facts, flags, {
         "disaggregation_flags": ["--disaggregation-mode", "--disaggregation-bootstrap-port",
@@ -125,6 +126,28 @@ def _sglang_chunk_pages(wheel: Wheel, facts: Facts) -> None:
                       "number of KV pages (a decode server skips it), after attention DP has divided the size "
                       f"over its ranks ({split}:{divided}).")
             return
+
+
+def _sglang_model_architectures(wheel: Wheel, facts: Facts) -> None:
+    """The architectures SGLang implements: import_model_classes registers the EntryClass of every
+    top-level module of sglang/srt/models (its class names are the config.json architectures)."""
+    registry = "sglang/srt/models/registry.py"
+    line = wheel.require(registry, r'if hasattr\(module, "EntryClass"\)')
+    names: set[str] = set()
+    for rel in wheel.files_under("sglang/srt/models/"):
+        if rel.count("/") != 3 or not rel.endswith(".py"):
+            continue
+        for node in wheel.tree(rel).body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id == "EntryClass"):
+                values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+                names |= {v.id for v in values if isinstance(v, ast.Name)}
+    if len(names) < 50:
+        raise ProbeError(f"{wheel.path.name}: only {len(names)} EntryClass architectures found")
+    facts.add("model_architectures", sorted(names), registry, line,
+              f"The {len(names)} model architectures this release implements (the EntryClass of each module of "
+              "sglang/srt/models, registered by name). A checkpoint of another architecture falls back to the "
+              "Transformers backend, or stops at start-up; layoutopt plans neither.")
 
 
 def _sglang_dcp_backends(wheel: Wheel, facts: Facts) -> None:

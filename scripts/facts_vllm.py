@@ -26,6 +26,7 @@ def vllm_facts(wheel: Wheel, flags: list[dict[str, Any]]) -> tuple[dict[str, Any
     _vllm_precision(wheel, facts)
     _vllm_online_quantization(wheel, facts)
     _vllm_model_kv_cache_dtype(wheel, facts)
+    _vllm_model_architectures(wheel, facts)
     flag_facts(facts, flags, {
         "multi_node_dp_flags": ["--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
                                 "--data-parallel-start-rank", "--headless"],
@@ -440,3 +441,22 @@ def _vllm_model_kv_cache_dtype(wheel: Wheel, facts: Facts) -> None:
                   "These architectures' verify_and_update_config hooks replace --kv-cache-dtype auto with an FP8 "
                   "dtype on the GPU family given (compute capability major): a server meant to keep a 16-bit KV "
                   "cache there must pass --kv-cache-dtype bfloat16.")
+
+
+def _vllm_model_architectures(wheel: Wheel, facts: Facts) -> None:
+    """The text-generation and multimodal architectures of vLLM's model registry."""
+    rel = "vllm/model_executor/models/registry.py"
+    names: set[str] = set()
+    line = None
+    for node in wheel.tree(rel).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS")
+                and isinstance(node.value, ast.Dict)):
+            names |= {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            line = line or node.lineno
+    if line is None or len(names) < 50:
+        raise ProbeError(f"{wheel.path.name}: the model registry's architectures not found in {rel}")
+    facts.add("model_architectures", sorted(names), rel, line,
+              f"The {len(names)} text-generation and multimodal architectures of this release's model registry "
+              "(_TEXT_GENERATION_MODELS, _MULTIMODAL_MODELS). A checkpoint of another architecture runs only "
+              "through the Transformers backend, if at all; layoutopt plans neither.")

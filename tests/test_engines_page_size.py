@@ -9,7 +9,8 @@ from importlib import resources
 import pytest
 
 from layoutopt.engines import load_engine_data
-from layoutopt.engines.page_size import SGLANG_ARCHITECTURES, PageSize, sglang_page_size
+from layoutopt.engines.architectures import HF_ARCHITECTURES
+from layoutopt.engines.page_size import PageSize, sglang_page_size
 from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.catalog import get_gpu, list_gpus
 from layoutopt.model_catalog.catalog import get_model, list_models
@@ -26,11 +27,11 @@ def _models():
 
 
 def test_architectures_cover_every_family_layoutopt_reads_and_match_the_catalog_configs():
-    assert set(SGLANG_ARCHITECTURES) == set(SUPPORTED_MODEL_TYPES)
+    assert set(HF_ARCHITECTURES) == set(SUPPORTED_MODEL_TYPES)
     configs = resources.files("layoutopt.model_catalog").joinpath("data", "hf_configs")
     for config in configs.iterdir():
         data = json.loads(config.read_text())
-        assert SGLANG_ARCHITECTURES[data["model_type"]] == data["architectures"][0], config.name
+        assert HF_ARCHITECTURES[data["model_type"]] == data["architectures"][0], config.name
 
 
 # (release, GPU, model, page size SGLang resolves unset). 0.5.23: fa3 on Hopper and the others without a

@@ -407,3 +407,28 @@ def test_pd_checkpoint(engine, model, prefill_weights, decode_weights, refused):
     if refused is not None:
         assert found[0].source.file.startswith("vllm/distributed/kv_transfer/kv_connector/v1/")
         assert set(found[0].values.values()) == refused
+
+
+@pytest.mark.parametrize("engine,model,supported", [
+    ("vllm==0.33.0", "glm-5", True), ("sglang==0.5.23", "glm-5", True),
+    ("vllm==0.13.0", "glm-5", False), ("sglang==0.5.3", "glm-5", False),
+    ("vllm==0.13.0", "qwen3.5-27b", False), ("vllm==0.13.0", "kimi-k2.5", False),
+    ("sglang==0.5.3", "minimax-m2.5", False), ("vllm==0.13.0", "minimax-m2.5", True),
+    ("sglang==0.5.3", "deepseek-v3", True), ("vllm==0.13.0", "llama-4-scout", True),
+])
+def test_the_release_must_implement_the_architecture(engine, model, supported):
+    spec = get_model(model)
+    layout = Layout(tp_size=8, weight_precision=spec.checkpoint_precision)
+    found = check_layout(engine, spec, B200, layout, "colocated")
+    assert ("model_unsupported" not in [v.rule for v in found]) == supported
+    if not supported:
+        assert found[0].rule == "model_unsupported" and found[0].values["model"] == model
+        assert found[0].source.file.startswith(("vllm/model_executor/models/registry.py", "sglang/srt/models/"))
+
+
+def test_the_default_releases_implement_every_catalog_family():
+    from layoutopt.engines.architectures import HF_ARCHITECTURES, releases_implementing
+
+    for family in HF_ARCHITECTURES:
+        assert {"vllm==0.33.0", "sglang==0.5.23"} <= set(releases_implementing(family)), family
+    assert releases_implementing("glm_moe_dsa") == ["vllm==0.33.0", "sglang==0.5.23"]

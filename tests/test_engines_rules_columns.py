@@ -29,6 +29,9 @@ def test_first_broken_rule_of_every_proposal(engine, model_name, gpu_name):
         expected.append(broken[0].rule if broken else None)
     found = first_broken_rules(engine, model, gpu, columns.layouts() | {"role": columns.role})
     assert found == expected
+    if set(expected) == {"model_unsupported"}:  # a release older than the model (vLLM 0.13, SGLang 0.5.3)
+        assert engine in ("vllm==0.13.0", "sglang==0.5.3") and model_name in ("qwen3.5-35b-a3b", "kimi-k2.5")
+        return
     assert len(set(expected)) >= 2  # the space breaks rules and keeps others (or breaks several)
     if model.is_moe:  # DP x PP over the 8-GPU domains of these GPUs: vLLM's placement rule, no SGLang one
         assert ("dp_pp_placement" in expected) == engine.startswith("vllm")

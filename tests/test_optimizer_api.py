@@ -98,6 +98,8 @@ def test_deterministic():
      "GiB for its weights", "a budget of at least 8xH100-SXM"),
     (dict(model="qwen3-32b", budget="8xMI300X", slo=CHAT, precision="fp4"),   # H100 serves FP4 weight-only
      "no fp4 support", "--precision auto"),
+    (dict(model="glm-5", budget="16xB200", slo=CHAT, engine="sglang==0.5.3"),  # predates GLM-5
+     "has no implementation of GlmMoeDsaForCausalLM", "--engine vllm==0.33.0 or --engine sglang==0.5.23"),
 ])
 def test_infeasible_says_why_and_what_would_work(kwargs, reason, suggestion):
     plan = api.solve(**kwargs)

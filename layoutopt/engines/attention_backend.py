@@ -13,7 +13,7 @@ one: triton for GQA, flashinfer for MLA on Hopper (whose fa3 default has no DCP 
 from __future__ import annotations
 
 from layoutopt.engines.loader import load_engine_data
-from layoutopt.engines.page_size import SGLANG_ARCHITECTURES
+from layoutopt.engines.architectures import HF_ARCHITECTURES
 from layoutopt.engines.ref import EngineRef, parse_engine_ref
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
@@ -40,7 +40,7 @@ def required_attention_backend(engine: "str | EngineRef", model: ModelSpec, gpu:
         if named is not None:
             return named
     fact = data.fact("required_attention_backend")
-    architecture = SGLANG_ARCHITECTURES.get(model.family, "")
+    architecture = HF_ARCHITECTURES.get(model.family, "")
     if fact is None:
         return None
     for marker, allowed in fact.value.items():

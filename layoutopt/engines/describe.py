@@ -31,6 +31,8 @@ def rule_summaries(engine: "str | EngineRef") -> list[RuleSummary]:
         if fact is not None:
             rows.append(RuleSummary(rule=rule, summary=text(fact.value), source=fact.source))
 
+    add("model_unsupported", "model_architectures", lambda v: f"the model's architecture is one of the {len(v)} "
+        "this release implements")
     add("pd_tp_divisibility", "pd_tp_rule", lambda v: _PD_TP.get(v, v))
     add("pd_pp_mismatch", "pd_pp_rule", lambda v: {"decode_equal_or_one": "decode PP must equal prefill PP or be 1",
                                                     "decode_divides_prefill": "decode PP must divide prefill PP"}.get(v, v))

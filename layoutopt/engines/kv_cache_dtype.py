@@ -12,14 +12,10 @@ with another KV capacity and attention cost than predicted, so :func:`explicit_k
 from __future__ import annotations
 
 from layoutopt.engines.loader import load_engine_data
-from layoutopt.engines.page_size import SGLANG_ARCHITECTURES
+from layoutopt.engines.architectures import HF_ARCHITECTURES
 from layoutopt.engines.ref import EngineRef, parse_engine_ref
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-
-# The HF architecture each model_type is registered under; vLLM's registry and MODELS_CONFIG_MAP use
-# the same names as SGLang's (the config.json ``architectures`` entry).
-HF_ARCHITECTURES = SGLANG_ARCHITECTURES
 
 
 def explicit_kv_cache_dtype(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec,

@@ -28,31 +28,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from layoutopt.engines.architectures import HF_ARCHITECTURES
 from layoutopt.engines.loader import load_engine_data
 from layoutopt.engines.ref import EngineRef, parse_engine_ref
 from layoutopt.engines.schema import SourceRef
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 
-# The architecture SGLang's model registry sees for each HF model_type layoutopt reads
-# (model_catalog/hf_import.py _READERS); tests check it against the catalog's config.json files.
-SGLANG_ARCHITECTURES: dict[str, str] = {
-    "llama": "LlamaForCausalLM",
-    "mistral": "MistralForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-    "qwen3_moe": "Qwen3MoeForCausalLM",
-    "qwen3_5": "Qwen3_5ForConditionalGeneration",
-    "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration",
-    "mixtral": "MixtralForCausalLM",
-    "minimax_m2": "MiniMaxM2ForCausalLM",
-    "deepseek_v3": "DeepseekV3ForCausalLM",
-    "kimi_k2": "DeepseekV3ForCausalLM",
-    "kimi_k25": "KimiK25ForConditionalGeneration",
-    "glm_moe_dsa": "GlmMoeDsaForCausalLM",
-    "gpt_oss": "GptOssForCausalLM",
-    "llama4": "Llama4ForConditionalGeneration",
-}
 
 
 class PageSize(BaseModel):
@@ -82,7 +64,7 @@ def sglang_page_size(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec) 
     default = data.fact("page_size_default")
     if default is None:
         return None
-    architecture = SGLANG_ARCHITECTURES.get(model.family)
+    architecture = HF_ARCHITECTURES.get(model.family)
     dsa = data.fact("page_size_dsa")
     if dsa is not None and model.indexer_topk_tokens is not None and architecture in dsa.value["architectures"]:
         tokens = dsa.value["page_size"] if gpu.vendor == "nvidia" else dsa.value.get("rocm")

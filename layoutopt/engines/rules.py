@@ -4,6 +4,9 @@
 the values that break it and the engine source line the rule comes from. The rules, and the
 facts of ``data/<engine>-<version>.yaml`` each one reads:
 
+- ``model_unsupported`` (``model_architectures``): the release implements the model's architecture
+  (vLLM's model registry, SGLang's EntryClass modules); vLLM 0.13.0 and SGLang 0.5.3 predate
+  Qwen3.5/3.6, GLM-5 and Kimi-K2.5 (SGLang 0.5.3 also MiniMax-M2).
 - the rules between a prefill and a decode pool (``check_pair``: TP, PP, KV dtype, GPU generation,
   checkpoint) are in ``pair_rules``.
 - ``pp_kv_connector`` (``pp_kv_connector``, ``pp_kv_connector_linear_attention``,
@@ -57,6 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from layoutopt.engines.architectures import HF_ARCHITECTURES
 from layoutopt.engines.loader import load_engine_data
 from layoutopt.engines.pair_rules import layout_pair_rules
 from layoutopt.engines.quantization import weight_source
@@ -422,6 +426,16 @@ def _precision(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layou
                       kv_precision="fp8")
 
 
+def _architecture(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
+    fact = check.fact("model_architectures")
+    architecture = HF_ARCHITECTURES.get(model.family)
+    if fact is not None and architecture is not None and architecture not in fact.value:
+        check.add("model_unsupported", f"{check.ref.name} {check.ref.version} has no implementation of "
+                  f"{architecture} ({model.name}): its model registry lists {len(fact.value)} other architectures, "
+                  "and layoutopt does not plan the Transformers-backend fallback", fact.source,
+                  model=model.name, architecture=architecture)
+
+
 def _checkpoint(check: RuleChecker, model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role) -> None:
     found = weight_source(check.data, model, gpu, layout.weight_precision)
     if not found.available:
@@ -440,6 +454,7 @@ class _Rule:
     reads: tuple[str, ...]
 
 
+_ARCHITECTURE = _Rule(_architecture, ())
 _PCP = _Rule(_vllm_pcp, ("pcp_size", "dcp_size", "tp_size", "role"))
 _DCP = _Rule(_vllm_dcp, ("dcp_size", "tp_size", "pcp_size", "role"))
 _PP_KV = _Rule(_pp_kv_connector, ("pp_size", "role"))
@@ -451,6 +466,6 @@ _SGLANG_CP = _Rule(_sglang_context_parallel, ("pcp_size", "dcp_size", "tp_size",
 _SGLANG_EP = _Rule(_sglang_expert_parallel, ("ep_size", "dp_size"))
 
 _SINGLE_RULES: dict[str, tuple[_Rule, ...]] = {
-    "vllm": (_PCP, _DCP, _PP_KV, _EP, _DP_PP, _PRECISION, _CHECKPOINT),
-    "sglang": (_SGLANG_CP, _PP_KV, _SGLANG_EP, _PRECISION, _CHECKPOINT),
+    "vllm": (_ARCHITECTURE, _PCP, _DCP, _PP_KV, _EP, _DP_PP, _PRECISION, _CHECKPOINT),
+    "sglang": (_ARCHITECTURE, _SGLANG_CP, _PP_KV, _SGLANG_EP, _PRECISION, _CHECKPOINT),
 }

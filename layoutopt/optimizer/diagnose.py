@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from layoutopt.engines.architectures import releases_implementing
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.optimizer.candidates import CandidateTable
@@ -92,6 +93,11 @@ def _no_candidates(found: Diagnosis, table: CandidateTable, dropped, model: Mode
         # A precision without a checkpoint rules out every layout at it, whichever rule each one met first.
         checkpoint = dropped.get("engine_rule:checkpoint_unavailable")
         found.reasons += [f"{f.name}: {f.example}" for f in ([checkpoint] if checkpoint else rules)]
+        if "engine_rule:model_unsupported" in dropped:
+            releases = releases_implementing(model.family)
+            if releases:
+                found.suggestions.append(f"an engine release that implements {model.name}: --engine "
+                                         + " or --engine ".join(releases))
         if checkpoint:
             found.suggestions.append("--checkpoint PRECISION=ORG/NAME with a checkpoint of that precision, or "
                                      "--precision auto")
