@@ -57,3 +57,14 @@ def test_an_emitted_sglang_dcp_server_names_triton():
     for argv in commands:
         assert argv[argv.index("--dcp-size") + 1] == "2"
         assert argv[argv.index("--attention-backend") + 1] == "triton"
+
+
+def test_mla_dcp_with_fp8_kv_on_hopper_is_refused():
+    # fa3 has no DCP path, FlashMLA asserts DCP 1 with FP8 KV, FlashInfer MLA casts the KV pool every step.
+    deepseek, h200 = get_model("deepseek-v3"), get_gpu("H200")
+    fp8_kv = Layout(tp_size=8, dcp_size=8, weight_precision="fp8", kv_precision="fp8")
+    [v] = check_layout("sglang==0.5.23", deepseek, h200, fp8_kv, "decode")
+    assert v.rule == "dcp_unsupported" and "FP8 KV" in v.message
+    bf16_kv = fp8_kv.model_copy(update={"kv_precision": "bf16"})
+    assert check_layout("sglang==0.5.23", deepseek, h200, bf16_kv, "decode") == []
+    assert check_layout("sglang==0.5.23", deepseek, get_gpu("B200"), fp8_kv, "decode") == []  # trtllm_mla

@@ -370,6 +370,15 @@ def _sglang_context_parallel(check: RuleChecker, model: ModelSpec, gpu: GpuSpec,
                           fact.source, dcp_size=layout.dcp_size, tp_size=sglang_tp)
                 return
             fact = check.fact("dcp_attention_backend")
+            sm90 = gpu.vendor == "nvidia" and gpu.compute_capability is not None and int(gpu.compute_capability) == 9
+            if (fact is not None and model.attention_kind == "mla" and not model.indexer_topk_tokens and sm90
+                    and layout.kv_precision == "fp8"):
+                check.add("dcp_unsupported", f"DCP {layout.dcp_size} with an FP8 KV cache of {model.name} on "
+                          f"{gpu.name}: of SGLang's Hopper MLA backends fa3 has no DCP path, FlashMLA refuses DCP "
+                          "with FP8 KV (flashmla_backend.py:458) and FlashInfer casts the whole KV pool to BF16 "
+                          "at every decode step (flashinfer_mla_backend.py:822)", fact.source,
+                          dcp_size=layout.dcp_size, kv_precision="fp8", gpu=gpu.name)
+                return
             if (fact is not None and role != "decode" and model.attention_kind != "mla"
                     and model.num_sliding_window_layers):
                 check.add("dcp_unsupported", f"DCP {layout.dcp_size} on a {role} instance of {model.name}: GQA DCP "
@@ -462,7 +471,7 @@ _EP = _Rule(_vllm_expert_parallel, ("ep_size", "tp_size", "dp_size", "pcp_size")
 _PRECISION = _Rule(_precision, ("weight_precision", "kv_precision"))
 _CHECKPOINT = _Rule(_checkpoint, ("weight_precision",))
 _DP_PP = _Rule(_vllm_dp_pp_placement, ("tp_size", "dp_size", "pcp_size", "pp_size"))
-_SGLANG_CP = _Rule(_sglang_context_parallel, ("pcp_size", "dcp_size", "tp_size", "dp_size", "role"))
+_SGLANG_CP = _Rule(_sglang_context_parallel, ("pcp_size", "dcp_size", "tp_size", "dp_size", "role", "kv_precision"))
 _SGLANG_EP = _Rule(_sglang_expert_parallel, ("ep_size", "dp_size"))
 
 _SINGLE_RULES: dict[str, tuple[_Rule, ...]] = {
