@@ -11,12 +11,11 @@ from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model.calibration import get_engine_profile
 import numpy as np
 
-from layoutopt.perf_model.compute import (
+from layoutopt.perf_model.compute import forward_coefficients, forward_pass_costs
+from layoutopt.perf_model.expert_routing import (
     EXPERT_POPULARITY_ZIPF,
     expert_load_imbalance,
     expected_distinct_experts,
-    forward_coefficients,
-    forward_pass_costs,
     max_rank_touched_experts,
     touched_expert_share,
 )
@@ -107,7 +106,7 @@ def test_moe_layers_pay_their_kernel_overhead_and_permutation_traffic():
 
 
 def test_grouped_expert_gemms_run_at_their_share_of_the_dense_efficiency():
-    from layoutopt.perf_model.compute import expected_distinct_experts
+    from layoutopt.perf_model.expert_routing import expected_distinct_experts
     from layoutopt.perf_model.fit import trial_profile
 
     model = get_model("qwen3-30b-a3b")

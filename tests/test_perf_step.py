@@ -11,7 +11,7 @@ from layoutopt.errors import InputError
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog import get_model
 from layoutopt.perf_model.calibration import get_engine_profile
-from layoutopt.perf_model.compute import expected_distinct_experts
+from layoutopt.perf_model.expert_routing import expected_distinct_experts
 from layoutopt.plan import Layout
 from layoutopt.perf_model.step import (
     causal_pairs,
@@ -92,7 +92,7 @@ def test_pipeline_parallel_keeps_decode_latency_and_multiplies_throughput():
 def test_expected_distinct_experts():
     assert expected_distinct_experts(128, 8, 1) == pytest.approx(8.0)
     # Below uniform routing's 128 (1 - (120/128)^16) = 82.4: the routers' popularity skew
-    # (compute.EXPERT_POPULARITY_ZIPF; tests/test_perf_moe_precision.py checks it against a simulation).
+    # (expert_routing.EXPERT_POPULARITY_ZIPF; tests/test_perf_moe_precision.py checks it against a simulation).
     assert 70.0 < expected_distinct_experts(128, 8, 16) < 128 * (1 - (120 / 128) ** 16)
     assert expected_distinct_experts(128, 8, 10_000) == pytest.approx(128.0)
 
