@@ -143,12 +143,7 @@ class SourceIndex:
         return found
 
     def _module_assignment(self, rel: str, name: str) -> ast.AST | None:
-        for node in self.wheel.tree(rel).body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                return node.value
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
-                return node.value
-        return None
+        return module_assignment(self.wheel.tree(rel), name)
 
     def resolve_name(self, rel: str, name: str, depth: int = 0) -> tuple[str, ast.AST] | None:
         """The expression a module-level name stands for, following imports."""
@@ -261,6 +256,16 @@ def _field_default(value: ast.AST | None) -> Any:
             return literal(value.args[0])
         return None
     return literal(value)
+
+
+def module_assignment(tree: ast.Module, name: str) -> ast.AST | None:
+    """The value a module assigns to ``name`` at its top level (``NAME = ...`` or ``NAME: T = ...``)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node.value
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return node.value
+    return None
 
 
 def call_name(node: ast.Call) -> str | None:

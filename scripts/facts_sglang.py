@@ -6,7 +6,7 @@ import ast
 import re
 from typing import Any
 
-from engine_source import Facts, ProbeError, Wheel
+from engine_source import Facts, ProbeError, Wheel, module_assignment
 from facts_common import first, flag_facts, quantization_methods, with_choices
 
 
@@ -137,11 +137,9 @@ def _sglang_model_architectures(wheel: Wheel, facts: Facts) -> None:
     for rel in wheel.files_under("sglang/srt/models/"):
         if rel.count("/") != 3 or not rel.endswith(".py"):
             continue
-        for node in wheel.tree(rel).body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id == "EntryClass"):
-                values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-                names |= {v.id for v in values if isinstance(v, ast.Name)}
+        entry = module_assignment(wheel.tree(rel), "EntryClass")
+        values = entry.elts if isinstance(entry, (ast.List, ast.Tuple)) else [entry]
+        names |= {v.id for v in values if isinstance(v, ast.Name)}
     if len(names) < 50:
         raise ProbeError(f"{wheel.path.name}: only {len(names)} EntryClass architectures found")
     facts.add("model_architectures", sorted(names), registry, line,

@@ -6,7 +6,7 @@ import ast
 import re
 from typing import Any
 
-from engine_source import Facts, ProbeError, Wheel, class_attribute
+from engine_source import Facts, ProbeError, Wheel, class_attribute, module_assignment
 from facts_common import first, flag_facts, quantization_methods, with_choices
 
 KV_UTILS = "vllm/distributed/kv_transfer/kv_connector/utils.py"
@@ -426,16 +426,15 @@ def _vllm_model_kv_cache_dtype(wheel: Wheel, facts: Facts) -> None:
         if dtype and current["family"] is not None and current["auto"]:
             classes.setdefault(current["name"], {"family": current["family"], "dtype": dtype.group(1),
                                                  "line": number})
-    start = wheel.require(rel, r"^MODELS_CONFIG_MAP")
+    registry = module_assignment(wheel.tree(rel), "MODELS_CONFIG_MAP")
+    if not isinstance(registry, ast.Dict):
+        raise ProbeError(f"{wheel.path.name}: no MODELS_CONFIG_MAP dict in {rel}")
     value, first_line = {}, None
-    for text in lines[start:]:
-        entry = re.match(r'^\s*"(\w+)": (\w+),', text)
-        if entry and entry.group(2) in classes:
-            found = classes[entry.group(2)]
-            value[entry.group(1)] = {"compute_capability_major": found["family"] // 10, "dtype": found["dtype"]}
+    for key, hook in zip(registry.keys, registry.values):
+        if isinstance(key, ast.Constant) and isinstance(hook, ast.Name) and hook.id in classes:
+            found = classes[hook.id]
+            value[key.value] = {"compute_capability_major": found["family"] // 10, "dtype": found["dtype"]}
             first_line = found["line"] if first_line is None else min(first_line, found["line"])
-        if text.startswith("}"):
-            break
     if value:
         facts.add("model_kv_cache_dtype_default", dict(sorted(value.items())), rel, first_line,
                   "These architectures' verify_and_update_config hooks replace --kv-cache-dtype auto with an FP8 "
@@ -448,12 +447,11 @@ def _vllm_model_architectures(wheel: Wheel, facts: Facts) -> None:
     rel = "vllm/model_executor/models/registry.py"
     names: set[str] = set()
     line = None
-    for node in wheel.tree(rel).body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id in ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS")
-                and isinstance(node.value, ast.Dict)):
-            names |= {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-            line = line or node.lineno
+    for table in ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS"):
+        registered = module_assignment(wheel.tree(rel), table)
+        if isinstance(registered, ast.Dict):
+            names |= {k.value for k in registered.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            line = line or registered.lineno
     if line is None or len(names) < 50:
         raise ProbeError(f"{wheel.path.name}: the model registry's architectures not found in {rel}")
     facts.add("model_architectures", sorted(names), rel, line,
