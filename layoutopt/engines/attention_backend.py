@@ -22,7 +22,7 @@ from layoutopt.model_catalog.spec import ModelSpec
 def _preferred(gpu: GpuSpec) -> tuple[str, ...]:
     if gpu.vendor == "amd":
         return ("aiter", "triton")
-    if gpu.vendor == "nvidia" and gpu.compute_capability is not None and int(gpu.compute_capability) == 9:
+    if gpu.cuda_major == 9:
         return ("fa3", "triton")
     return ("triton",)
 
@@ -57,5 +57,4 @@ def _dcp_backend(fact, model: ModelSpec, gpu: GpuSpec) -> str | None:
         return None
     if model.attention_kind != "mla":
         return fact.value.get("gqa")
-    sm90 = gpu.vendor == "nvidia" and gpu.compute_capability is not None and int(gpu.compute_capability) == 9
-    return fact.value.get("mla_sm90") if sm90 and model.indexer_topk_tokens is None else None
+    return fact.value.get("mla_sm90") if gpu.cuda_major == 9 and model.indexer_topk_tokens is None else None

@@ -25,9 +25,9 @@ def explicit_kv_cache_dtype(engine: "str | EngineRef", model: ModelSpec, gpu: Gp
     if ref.name != "vllm" or not ref.has_data or kv_precision != "bf16":
         return None
     fact = load_engine_data(ref.name, ref.version).fact("model_kv_cache_dtype_default")
-    if fact is None or gpu.vendor != "nvidia" or gpu.compute_capability is None:
+    if fact is None or gpu.cuda_major is None:
         return None
     override = fact.value.get(HF_ARCHITECTURES.get(model.family, ""))
-    if override is not None and int(gpu.compute_capability) == override["compute_capability_major"]:
+    if override is not None and gpu.cuda_major == override["compute_capability_major"]:
         return "bfloat16"
     return None

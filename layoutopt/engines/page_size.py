@@ -50,10 +50,6 @@ class PageSize(BaseModel):
         return f"{self.tokens} ({', '.join(str(s) for s in self.sources)})"
 
 
-def _sm100(gpu: GpuSpec) -> bool:
-    return gpu.vendor == "nvidia" and gpu.compute_capability is not None and int(gpu.compute_capability) == 10
-
-
 def sglang_page_size(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec) -> PageSize | None:
     """The ``--page-size`` SGLang resolves for ``model`` on ``gpu`` when none is given, or None where
     the data cannot say (another engine, a release without the facts, a value decided on the host)."""
@@ -70,7 +66,7 @@ def sglang_page_size(engine: "str | EngineRef", model: ModelSpec, gpu: GpuSpec) 
         tokens = dsa.value["page_size"] if gpu.vendor == "nvidia" else dsa.value.get("rocm")
         return None if tokens is None else PageSize(tokens=int(tokens), sources=(dsa.source,))
     page = int(default.value)
-    if not _sm100(gpu):
+    if gpu.cuda_major != 10:
         return PageSize(tokens=page, sources=(default.source,))
     chosen = data.fact("sm100_model_attention_backend")
     kinds = data.fact("sm100_attention_backend")

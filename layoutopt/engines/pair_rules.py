@@ -105,8 +105,8 @@ def _replicated_pcp(layout: Layout) -> bool:
 def attention_backend_family(gpu: GpuSpec) -> tuple[str, str]:
     """What the engine's default attention backend choice reads of a GPU: NVIDIA's compute
     capability major (vllm/platforms/cuda.py chooses by it), else the GPU model itself."""
-    if gpu.vendor == "nvidia" and gpu.compute_capability is not None:
-        return gpu.vendor, f"sm{int(gpu.compute_capability)}x"
+    if gpu.cuda_major is not None:
+        return gpu.vendor, f"sm{gpu.cuda_major}x"
     return gpu.vendor, gpu.name
 
 

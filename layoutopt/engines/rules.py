@@ -370,8 +370,8 @@ def _sglang_context_parallel(check: RuleChecker, model: ModelSpec, gpu: GpuSpec,
                           fact.source, dcp_size=layout.dcp_size, tp_size=sglang_tp)
                 return
             fact = check.fact("dcp_attention_backend")
-            sm90 = gpu.vendor == "nvidia" and gpu.compute_capability is not None and int(gpu.compute_capability) == 9
-            if (fact is not None and model.attention_kind == "mla" and not model.indexer_topk_tokens and sm90
+            if (fact is not None and model.attention_kind == "mla" and not model.indexer_topk_tokens
+                    and gpu.cuda_major == 9
                     and layout.kv_precision == "fp8"):
                 check.add("dcp_unsupported", f"DCP {layout.dcp_size} with an FP8 KV cache of {model.name} on "
                           f"{gpu.name}: of SGLang's Hopper MLA backends fa3 has no DCP path, FlashMLA refuses DCP "

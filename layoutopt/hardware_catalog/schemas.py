@@ -119,6 +119,13 @@ class GpuSpec(_Frozen):
             else PCIE_SERVER_GPUS
 
     @property
+    def cuda_major(self) -> int | None:
+        """An NVIDIA GPU's compute capability major (9 Hopper, 10 Blackwell B200/GB200), which engines
+        pick kernels and defaults by; None for other vendors."""
+        return int(self.compute_capability) if self.vendor == "nvidia" and self.compute_capability is not None \
+            else None
+
+    @property
     def compute_capability_x10(self) -> int | None:
         """Compute capability as engines compare it (9.0 -> 90, 8.9 -> 89), None when not CUDA."""
         return None if self.compute_capability is None else int(round(self.compute_capability * 10))
