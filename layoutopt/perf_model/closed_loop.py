@@ -30,6 +30,7 @@ import dataclasses
 import math
 
 import numpy as np
+from scipy.special import gammaln, xlogy
 
 from layoutopt.perf_model.calibration import EngineProfile
 from layoutopt.perf_model.costs import PhaseCosts
@@ -215,8 +216,7 @@ def batch_wait_steps(timeout_iters: int, release_prompts: float, arrivals_per_st
     t = np.linspace(0.0, float(timeout_iters), 129)
     mean = np.maximum(rate, 0.0)[:, None, None] * t[None, :, None]          # (rates, t, 1)
     j = np.arange(others, dtype=float)[None, None, :]                       # counts below the release
-    log_pmf = j * np.log(np.maximum(mean, 1e-300)) - mean - np.array([math.lgamma(v + 1.0) for v in j.ravel()])
-    pmf = np.where(mean > 0, np.exp(log_pmf), (j == 0).astype(float))
+    pmf = np.exp(xlogy(j, mean) - mean - gammaln(j + 1.0))                # Poisson(mean) at j (0 log 0 = 0)
     below = pmf.sum(axis=2)                                                 # P(A(t) < K - 1)
     held_before = (j * pmf).sum(axis=2)                                     # E[A(t); A(t) < K - 1]
     mean_cycle = np.trapezoid(below, t, axis=1)
