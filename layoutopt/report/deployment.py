@@ -226,7 +226,8 @@ def disaggregated_page_sizes(plan: Plan, release: EngineRelease, model, gpus: li
     return sizes
 
 
-def _check_chunk_pages(release: EngineRelease, index: int, pool, model, gpu, page_size: int | None) -> None:
+def _check_chunk_pages(release: EngineRelease, index: int, pool, model, gpu, page_size: int | None,
+                       budget: int) -> None:
     """An SGLang prefill or colocated server with attention DP runs ``--chunked-prefill-size`` // DP
     tokens per rank and refuses to start unless that is a whole number of KV pages (fact
     ``chunked_prefill_page_multiple``)."""
@@ -241,7 +242,6 @@ def _check_chunk_pages(release: EngineRelease, index: int, pool, model, gpu, pag
     if page_size is None:
         resolved = sglang_page_size(release.spec, model, gpu)
         page_size = resolved.tokens if resolved is not None else None
-    budget = step_token_budget(release, gpu)
     if page_size is not None and (budget // pool.dp_size) % page_size:
         raise InputError(f"plan.pools[{index}].dp_size", pool.dp_size,
                          "attention DP that leaves each rank whole KV pages of its chunk",
@@ -277,7 +277,8 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
     pools: list[PoolDeployment] = []
     for index, pool in enumerate(plan.pools):
         gpu = gpus[index]
-        _check_chunk_pages(release, index, pool, model, gpu, page_sizes[index])
+        budget = step_token_budget(release, gpu)
+        _check_chunk_pages(release, index, pool, model, gpu, page_sizes[index], budget)
         served = served_checkpoint(release.spec, model, base, gpu, pool.precision, model_id)
         names.model_id(served.hf_id, "checkpoint id")
         utilization, static, fits, notes = _memory(plan, index, pool, model, gpu, release)
@@ -289,7 +290,7 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
                          "prefill and decode server of this GPU")
         pools.append(PoolDeployment(served=served, gpu_memory_utilization=math.floor(utilization * 100 + 1e-6) / 100,
                                     mem_fraction_static=math.floor(static * 100 + 1e-6) / 100, kv_sequences=fits,
-                                    step_token_budget=step_token_budget(release, gpu), ep_exchange=plan.ep_exchange,
+                                    step_token_budget=budget, ep_exchange=plan.ep_exchange,
                                     page_size=page_sizes[index],
                                     attention_backend=required_attention_backend(release.spec, model, gpu, pool.dcp_size),
                                     kv_cache_dtype=explicit_kv_cache_dtype(release.spec, model, gpu, pool.kv_precision),
