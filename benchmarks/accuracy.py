@@ -59,7 +59,7 @@ def measurements_dir() -> Path:
 
 DEFAULT_CSVS = [measurements_dir() / "h100_sxm.csv", measurements_dir() / "b200_sxm.csv"]
 GUESSED = "disagg worker counts not in the CSV"
-REPEAT = "a run another row already lists (same results under another id or model name)"
+REPEAT = "a run another row already lists (same results under another id or model name, or rounded coarser)"
 
 
 def load_all(paths: list[Path], engine: str | None = None):

@@ -237,6 +237,22 @@ def test_one_run_listed_under_two_names_of_one_architecture_counts_once():
     assumed = dataclasses.replace(case("g", "meta-llama/Llama-3.1-70B", ttft=99.0), worker_counts_assumed=True)
     assert [c.row_id for c in fit_cases([r1, v3, assumed])] == [r1.row_id]
 
+def test_a_run_listed_again_rounded_to_hundredths_counts_once():
+    from layoutopt.perf_model.measurements import split_repeats
+
+    def case(rid, ttft, tpot):
+        return MeasuredCase(rid, "vllm", "agg", "moonshotai/Kimi-K2.5", 1024, 1024, 4.0,
+                            Layout(tp_size=8, weight_precision="fp4"), None, 1, None, 1, None, ttft, tpot, gpu="B200")
+
+    # b200_sxm.csv: 2026_04_06_kimi_k2_5_..._c4_tp8_ep1_1297 (163.725, 7.4233) and its gap-analysis
+    # listing rounded to 0.01 ms (163.730, 7.4200).
+    precise, rounded = case("1297", 163.725, 7.4233), case("gap_1", 163.73, 7.42)
+    another = case("other", 163.74, 7.4233)  # a hundredth apart: another run
+    first, repeats = split_repeats([precise, rounded, another])
+    assert [c.row_id for c in first] == ["1297", "other"]
+    assert [c.row_id for c in repeats] == ["gap_1"]
+
+
 def _synthetic_cases(truth) -> list[MeasuredCase]:
     """Cases whose 'measurements' are the model's own predictions under ``truth``."""
     cases = []

@@ -426,14 +426,26 @@ def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: La
 
 
 def measurement_key(case: MeasuredCase) -> tuple:
-    """What tells one measured run from another: GPU, engine, mode, the model's architecture,
-    lengths, concurrency and the two measured latencies. The model counts by its architecture, not
-    its name: the reference B200 file lists 204 runs twice, once as DeepSeek-R1 (``2026_0*_deepseek_r1_*``)
-    and once as DeepSeek-V3 (``dsr1_b200_*``), with one layout and the same TTFT and TPOT to every digit;
-    the two share config.json's shape (reference/hf_configs), so they are one run, not two. A model
-    outside the catalog counts by its id."""
-    return (case.gpu, case.engine, case.mode, _architecture(case.model_id), case.isl, case.osl,
-            case.concurrency, case.ttft_ms, case.tpot_ms)
+    """What tells one measured run from another, besides its two latencies (:func:`same_latencies`):
+    GPU, engine, mode, the model's architecture, lengths and concurrency. The model counts by its
+    architecture, not its name: the reference B200 file lists 204 runs twice, once as DeepSeek-R1
+    (``2026_0*_deepseek_r1_*``) and once as DeepSeek-V3 (``dsr1_b200_*``), with one layout and the same
+    TTFT and TPOT to every digit; the two share config.json's shape (reference/hf_configs), so they are
+    one run, not two. A model outside the catalog counts by its id."""
+    return (case.gpu, case.engine, case.mode, _architecture(case.model_id), case.isl, case.osl, case.concurrency)
+
+
+# Half a unit of the coarsest rounding a listing of one run takes in the reference files: the
+# ``*_gap_analysis_*`` rows of b200_sxm.csv give to 0.01 ms (163.730, 7.4200) the TTFT and TPOT their
+# twins print to 0.001 / 0.0001 ms (``2026_04_06_*``: 163.725, 7.4233), 92 listings in all (Kimi-K2.5 on
+# vLLM, Qwen3.5-397B on SGLang). Two distinct runs agreeing on both latencies this closely does not happen.
+LATENCY_ROUNDING_MS = 0.005
+
+
+def same_latencies(a: MeasuredCase, b: MeasuredCase) -> bool:
+    """Whether two listings report one run's TTFT and TPOT (equal up to :data:`LATENCY_ROUNDING_MS`)."""
+    tolerance = LATENCY_ROUNDING_MS * (1.0 + 1e-9)
+    return abs(a.ttft_ms - b.ttft_ms) <= tolerance and abs(a.tpot_ms - b.tpot_ms) <= tolerance
 
 
 @lru_cache(maxsize=None)
@@ -447,12 +459,17 @@ def _architecture(model_id: str) -> str:
 
 def split_repeats(cases: list[MeasuredCase]) -> tuple[list[MeasuredCase], list[MeasuredCase]]:
     """(each measurement's first listing, the later listings of one already seen), in input order:
-    the CSVs repeat some runs under several ids or model names (:func:`measurement_key`)."""
-    seen, first, repeats = set(), [], []
+    the CSVs repeat some runs under several ids or model names, some rounded coarser
+    (:func:`measurement_key`, :func:`same_latencies`)."""
+    seen: dict[tuple, list[MeasuredCase]] = {}
+    first, repeats = [], []
     for case in cases:
-        key = measurement_key(case)
-        (repeats if key in seen else first).append(case)
-        seen.add(key)
+        listed = seen.setdefault(measurement_key(case), [])
+        if any(same_latencies(case, other) for other in listed):
+            repeats.append(case)
+        else:
+            first.append(case)
+            listed.append(case)
     return first, repeats
 
 
