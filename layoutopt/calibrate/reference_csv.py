@@ -22,7 +22,11 @@ OPTIONAL_NUMERIC_COLUMNS = ("concurrency", "tp", "pp", "attention_dp", "moe_tp",
                             "decode_workers", "decode_tp", "decode_pp", "decode_attention_dp", "decode_moe_tp",
                             "decode_moe_ep", "decode_batch", "step_token_budget",
                             "attention_dp_balance_timeout_iters", "attention_dp_batching_wait_iters",
-                            "batch_wait_timeout_iters", "batch_wait_max_tokens_ratio")
+                            "batch_wait_timeout_iters", "batch_wait_max_tokens_ratio", "random_range_ratio",
+                            "scheduler_recv_interval")
+# Columns that are shares: 0 <= x <= 1 (random_range_ratio: the client drew lengths uniformly on
+# int(isl x r) .. isl, as vLLM's and InferenceX's random dataset do; empty or 1: fixed lengths).
+FRACTION_COLUMNS = ("batch_wait_max_tokens_ratio", "random_range_ratio")
 MODES = ("agg", "disagg")
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -54,6 +58,8 @@ def _check_rows(path: Path, rows: list[dict], header: list[str]) -> None:
                 raise InputError(f"{where}: {column}", text, "a number > 0")
             if not (math.isfinite(value) and value >= 0):
                 raise InputError(f"{where}: {column}", text, "a number >= 0 or empty")
+            if column in FRACTION_COLUMNS and value > 1:
+                raise InputError(f"{where}: {column}", text, "a share between 0 and 1, or empty")
 
 
 def reference_cases(path: Path, aiconfigurator_launch: bool = False

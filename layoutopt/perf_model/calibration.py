@@ -121,6 +121,13 @@ class EngineProfile(BaseModel):
         default=0.0, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio: the share of "
         "max_num_tokens whose scheduled tokens (prompts and generation tokens) release held context requests "
         "at once (default 0)")
+    scheduler_recv_interval: int = Field(
+        default=1, ge=1, description="SGLang --scheduler-recv-interval N: the scheduler takes new requests once "
+        "N decode iterations have run since it last did (a prefill iteration counts 1000, so it takes them at "
+        "once after one; SchedulerRecvSkipper, sglang/srt/managers/scheduler_recv_skipper.py:26-38 in 0.5.9, "
+        "managers/scheduler_components/recv_skipper.py:58-70 in 0.5.23), so a request that arrives while only "
+        "decode runs waits (N - 1) / 2 more decode steps on average (closed_loop.recv_wait_s). 1: every "
+        "iteration (SGLang's default, and every launch layoutopt writes). A launch setting, not fitted")
     closed_loop_rounds: float = Field(default=10.0, ge=1, description="rounds of a closed-loop benchmark the "
                                       "first burst (all clients start at once) is averaged over: mean TTFT = "
                                       "steady + (first-round TTFT - steady) / rounds (closed_loop.py)")

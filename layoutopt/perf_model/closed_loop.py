@@ -241,6 +241,22 @@ def _batch_wait_s(costs: PhaseCosts, profile: EngineProfile | None, held: float,
     return batch_wait_steps(profile.batch_wait_timeout_iters, release, rate * tpot_s) * tpot_s
 
 
+def recv_wait_s(costs: PhaseCosts, profile: EngineProfile | None, held: float, tpot_s: np.ndarray | float
+                ) -> np.ndarray:
+    """Seconds of TTFT at SGLang's request polling (``EngineProfile.scheduler_recv_interval`` N), one per
+    load point: a request that returns while the others decode is taken at the next of the scheduler's
+    polls, which come every N decode steps (right after a prefill step), so it waits (N - 1) / 2 decode
+    steps beyond the step boundary on average. Nothing with one request in flight (the scheduler idles
+    between requests and polls at once) or with fixed output lengths on an engine that runs prefill
+    first (the wave's requests finish together and come back to an idle scheduler)."""
+    tpot = np.asarray(tpot_s, dtype=float)
+    interval = 1 if profile is None else profile.scheduler_recv_interval
+    spread = costs.output_steps is not None and len(costs.output_steps) > 1
+    if interval <= 1 or held <= 1.0 or (profile.prefill_first and not spread):
+        return np.zeros_like(tpot)
+    return 0.5 * (interval - 1) * tpot
+
+
 def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
     """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`.
 
@@ -248,14 +264,15 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
     (:func:`wave_closed_loop`).
     """
     if profile is not None and profile.prefill_first:
-        return wave_closed_loop(costs, concurrency)
+        return wave_closed_loop(costs, concurrency, profile)
     costs = rank_grouped(costs, profile)
     steps = max(costs.output_tokens_mean - 1.0, 0.0)
     held = min(concurrency, float(costs.max_batch_size))
     cohort_s = prompts_ahead(held, profile) * costs.mean_input_tokens * costs.chunk_s_per_token
     grid = colocated_rows(costs, None, CLOSED_LOOP_ARRIVAL_SCV, population=held)
     gate_s = (_balance_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s)
-              + _batch_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s))
+              + _batch_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s)
+              + recv_wait_s(costs, profile, held, grid.tpot_mean_s))
     population = grid.rate_rps * (grid.ttft_mean_s + cohort_s + gate_s + steps * grid.tpot_mean_s)
     found = _crossing(population, held, grid.stable)
     if found is None:  # saturated before holding them all: run at the last stable load
@@ -267,7 +284,8 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
                       if frac > 0 else grid.batch[k])
     row = colocated_rows(costs, np.array([batch]), CLOSED_LOOP_ARRIVAL_SCV, population=held)
     waits_s = (_balance_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s)
-               + _batch_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s))
+               + _batch_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s)
+               + recv_wait_s(costs, profile, held, row.tpot_mean_s))
     row = _with_ttft_added(row, cohort_s + float(waits_s[0]))
     return _finish(costs, row, concurrency, held if found is not None else None, steps, "colocated",
                    _first_round_s(held, costs.mean_input_tokens * costs.chunk_s_per_token,
@@ -275,7 +293,7 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
                    _rounds(profile))
 
 
-def wave_closed_loop(costs: PhaseCosts, concurrency: float) -> LoadPoint:
+def wave_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
     """Closed loop on a colocated instance whose scheduler runs prefill first: one wave per round.
 
     SGLang runs a waiting prompt's prefill batch alone, before any decode step ("Run prefill first
@@ -292,20 +310,23 @@ def wave_closed_loop(costs: PhaseCosts, concurrency: float) -> LoadPoint:
                                                         a prompt waits for the rest of its wave)
         wave   = overhead + prefill alone + (H - 1) p + (O - 1) tau,   throughput H / wave
 
-    Clients beyond H wait outside for a later wave: (N - H) / throughput more TTFT.
+    Clients beyond H wait outside for a later wave: (N - H) / throughput more TTFT. Requests whose output
+    lengths differ return one by one while the others decode, and wait for the scheduler's next poll
+    (:func:`recv_wait_s`; nothing at SGLang's default of polling every iteration).
     """
     steps = max(costs.output_tokens_mean - 1.0, 0.0)
     held = max(min(concurrency, float(costs.max_batch_size)), 1.0)
     share = costs.mean_input_tokens * costs.chunk_s_per_token
     alone = float((costs.prefill_s * costs.input_weights).sum()) + costs.request_overhead_s
     tau = float(costs.decode_at(held))
+    polled_s = float(recv_wait_s(costs, profile, held, tau)[()])
     prefill_total = alone + (held - 1.0) * share
-    wave_s = prefill_total + steps * tau
+    wave_s = polled_s + prefill_total + steps * tau
     rate = held / max(wave_s, 1e-12)
     outside_s = max(concurrency - held, 0.0) / rate
 
     def ttft_at(q: float) -> float:
-        return (outside_s + alone + q * (held - 1.0) * share) * 1e3
+        return (outside_s + polled_s + alone + q * (held - 1.0) * share) * 1e3
 
     def tpot_at(q: float) -> float:
         return (tau + q * (held - 1.0) * share / max(steps, 1.0)) * 1e3

@@ -23,6 +23,8 @@ from scipy.optimize import least_squares
 
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.perf_model import calibration
+from layoutopt.workloads.workload import Workload
+from layoutopt.perf_model.reference_protocol import request_lengths
 from layoutopt.perf_model.measurements import LeftOut, MeasuredCase, benchmark_token_budget, fit_cases, load_cases
 
 __all__ = ["FIT_PARAMETERS", "FitResult", "LeftOut", "MeasuredCase", "benchmark_token_budget", "error_summary", "fit_cases", "fit_profile",
@@ -72,12 +74,24 @@ def predict(case: MeasuredCase, engine: calibration.EngineLike | None = None) ->
     from layoutopt.perf_model.estimate import estimate
 
     profile = _with_budget(calibration.resolve_engine(engine or case.engine, _gpu(case.gpu)), case)
-    result = estimate(_model(case.model_id), _gpu(case.gpu), engine=profile, isl=case.isl, osl=case.osl,
+    result = estimate(_model(case.model_id), _gpu(case.gpu), engine=profile, workload=_requests(case),
                       layout=case.layout, prefill_layout=case.prefill_layout,
                       prefill_instances=case.prefill_instances, decode_layout=case.decode_layout,
                       decode_instances=case.decode_instances, concurrency=case.concurrency,
                       max_batch_size=case.decode_batch, allow_cross_domain=True)
     return result.ttft_ms.mean, result.tpot_ms.mean
+
+
+@lru_cache(maxsize=4096)
+def _workload_of(isl: int, osl: int, range_ratio: float) -> Workload:
+    return Workload(name=f"isl{isl}-osl{osl}" + (f"-range{range_ratio:g}" if range_ratio < 1.0 else ""),
+                    input_tokens=request_lengths(isl, range_ratio), output_tokens=request_lengths(osl, range_ratio))
+
+
+def _requests(case: MeasuredCase) -> Workload:
+    """The requests the case's client sent: its lengths, fixed or drawn uniformly below them
+    (``MeasuredCase.length_range_ratio``, :mod:`~layoutopt.perf_model.reference_protocol`)."""
+    return _workload_of(case.isl, case.osl, case.length_range_ratio)
 
 
 def _with_budget(profile: calibration.EngineProfile, case: MeasuredCase) -> calibration.EngineProfile:
@@ -87,6 +101,8 @@ def _with_budget(profile: calibration.EngineProfile, case: MeasuredCase) -> cali
         profile = _balanced(profile, case.attention_dp_balance_timeout_iters, case.attention_dp_batching_wait_iters)
     if case.batch_wait_timeout_iters:
         profile = _batch_waiting(profile, case.batch_wait_timeout_iters, case.batch_wait_max_tokens_ratio)
+    if case.scheduler_recv_interval > 1:
+        profile = _polling(profile, case.scheduler_recv_interval)
     if case.step_token_budget is None:
         return profile
     budget = case.step_token_budget
@@ -112,6 +128,11 @@ def _batch_waiting(profile: calibration.EngineProfile, timeout_iters: int, max_t
                    ) -> calibration.EngineProfile:
     return profile.model_copy(update={"batch_wait_timeout_iters": timeout_iters,
                                       "batch_wait_max_tokens_ratio": max_tokens_ratio})
+
+
+@lru_cache(maxsize=1024)
+def _polling(profile: calibration.EngineProfile, interval: int) -> calibration.EngineProfile:
+    return profile.model_copy(update={"scheduler_recv_interval": interval})
 
 
 @lru_cache(maxsize=4096)

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.model_catalog import get_model
 from layoutopt.model_catalog.spec import FOUR_BIT_PRECISIONS
+from layoutopt.perf_model.reference_protocol import reference_range_ratio, reference_recv_interval
 from layoutopt.perf_model.reference_kv import KV_CACHE_DTYPES, reference_kv_precision
 from layoutopt.plan import Layout
 
@@ -85,6 +86,12 @@ class MeasuredCase:
     # columns; 0 and 0.0: off, the engine's default).
     batch_wait_timeout_iters: int = 0
     batch_wait_max_tokens_ratio: float = 0.0
+    # The client drew each request's lengths uniformly on int(isl x r) .. isl and int(osl x r) .. osl
+    # (a random_range_ratio column, else reference_protocol.reference_range_ratio); 1.0: fixed lengths.
+    length_range_ratio: float = 1.0
+    # SGLang's --scheduler-recv-interval the run's launch set (a scheduler_recv_interval column, else
+    # reference_protocol.reference_recv_interval); 1: the scheduler polls every iteration.
+    scheduler_recv_interval: int = 1
 
 
 _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms")
@@ -366,8 +373,36 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
         waiting = _batch_wait(row)
         cases.append(MeasuredCase(rid, engine, mode, row["model"], isl, osl,
                                   concurrency, layout, prefill, p_count, decode, d_count, batch, ttft, tpot,
-                                  assumed, gpu, budget, *balance, *waiting))
+                                  assumed, gpu, budget, *balance, *waiting,
+                                  _range_ratio(row, aiconfigurator_launch),
+                                  _recv_interval(row, engine, mode, gpu, precision, layout, concurrency,
+                                                 aiconfigurator_launch)))
     return cases, left_out
+
+
+def _range_ratio(row: dict, reference_launch: bool) -> float:
+    """The client's random range ratio of a row: its ``random_range_ratio`` column (0 < r <= 1), else the
+    reference runs' (:func:`~layoutopt.perf_model.reference_protocol.reference_range_ratio`) when
+    ``reference_launch``, else 1.0 (fixed lengths)."""
+    written = _num(row.get("random_range_ratio"))
+    if written is not None:
+        return min(max(written, 0.0), 1.0)
+    return reference_range_ratio(row) if reference_launch else 1.0
+
+
+def _recv_interval(row: dict, engine: str, mode: str, gpu: str, precision: str, layout: Layout | None,
+                   concurrency: float, reference_launch: bool) -> int:
+    """SGLang's --scheduler-recv-interval of a row: its ``scheduler_recv_interval`` column, else the
+    reference launches' (:func:`~layoutopt.perf_model.reference_protocol.reference_recv_interval`) when
+    ``reference_launch``, else 1."""
+    written = _num(row.get("scheduler_recv_interval"))
+    if written is not None:
+        return max(int(written), 1)
+    if not reference_launch:
+        return 1
+    tp = layout.tp_size if layout is not None else 1
+    return reference_recv_interval(engine, mode, gpu, row["model"], precision, (row.get("measured_date") or "").strip(),
+                                   tp, concurrency)
 
 
 def _batch_wait(row: dict) -> tuple[int, float]:
