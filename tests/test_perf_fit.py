@@ -530,12 +530,29 @@ def test_polling_wait_is_half_the_interval_in_decode_steps_when_requests_return_
     sglang = get_engine_profile("sglang")
     polled = sglang.model_copy(update={"scheduler_recv_interval": 10})
     spread = type("Costs", (), {"output_steps": np.array([800.0, 1000.0])})()
-    fixed = type("Costs", (), {"output_steps": np.array([1000.0])})()
     assert float(recv_wait_s(spread, polled, 8.0, 0.02)) == pytest.approx(4.5 * 0.02)
     assert float(recv_wait_s(spread, sglang, 8.0, 0.02)) == 0.0          # SGLang's default: every iteration
     assert float(recv_wait_s(spread, polled, 1.0, 0.02)) == 0.0          # one client: an idle scheduler polls
-    assert float(recv_wait_s(fixed, polled, 8.0, 0.02)) == 0.0           # one wave returns together
-    assert float(recv_wait_s(fixed, polled.model_copy(update={"prefill_first": False}), 8.0, 0.02)) > 0.0
+
+
+def test_prefill_first_closed_loop_moves_as_a_wave_only_while_requests_return_together(monkeypatch):
+    # One output length: SGLang's clients finish together and come back together (wave_closed_loop);
+    # drawn lengths: they return apart and the steady state applies (with the polling wait).
+    from layoutopt.perf_model import closed_loop
+    from layoutopt.perf_model.closed_loop import returns_apart
+
+    spread = type("Costs", (), {"output_steps": np.array([800.0, 1000.0])})()
+    fixed = type("Costs", (), {"output_steps": np.array([1000.0])})()
+    assert returns_apart(spread) and not returns_apart(fixed)
+    taken = []
+    monkeypatch.setattr(closed_loop, "wave_closed_loop", lambda costs, n: taken.append("wave") or "wave")
+    monkeypatch.setattr(closed_loop, "rank_grouped", lambda costs, profile: taken.append("steady") or 1 / 0)
+    sglang = get_engine_profile("sglang")
+    assert sglang.prefill_first
+    assert closed_loop.colocated_closed_loop(fixed, 8.0, sglang) == "wave"
+    with pytest.raises(ZeroDivisionError):
+        closed_loop.colocated_closed_loop(spread, 8.0, sglang)
+    assert taken == ["wave", "steady"]
 
 
 def test_load_cases_reads_the_polling_interval_and_predict_launches_with_it(tmp_path):

@@ -241,18 +241,23 @@ def _batch_wait_s(costs: PhaseCosts, profile: EngineProfile | None, held: float,
     return batch_wait_steps(profile.batch_wait_timeout_iters, release, rate * tpot_s) * tpot_s
 
 
+def returns_apart(costs: PhaseCosts) -> bool:
+    """Whether a closed loop's requests come back one by one: their output lengths differ (a client that
+    draws lengths, as InferenceX's does, reference_protocol), so requests that started together finish
+    at different steps. With one output length they finish together and return together."""
+    return costs.output_steps is not None and len(costs.output_steps) > 1
+
+
 def recv_wait_s(costs: PhaseCosts, profile: EngineProfile | None, held: float, tpot_s: np.ndarray | float
                 ) -> np.ndarray:
     """Seconds of TTFT at SGLang's request polling (``EngineProfile.scheduler_recv_interval`` N), one per
     load point: a request that returns while the others decode is taken at the next of the scheduler's
     polls, which come every N decode steps (right after a prefill step), so it waits (N - 1) / 2 decode
     steps beyond the step boundary on average. Nothing with one request in flight (the scheduler idles
-    between requests and polls at once) or with fixed output lengths on an engine that runs prefill
-    first (the wave's requests finish together and come back to an idle scheduler)."""
+    between requests and polls at once)."""
     tpot = np.asarray(tpot_s, dtype=float)
     interval = 1 if profile is None else profile.scheduler_recv_interval
-    spread = costs.output_steps is not None and len(costs.output_steps) > 1
-    if interval <= 1 or held <= 1.0 or (profile.prefill_first and not spread):
+    if interval <= 1 or held <= 1.0:
         return np.zeros_like(tpot)
     return 0.5 * (interval - 1) * tpot
 
@@ -261,10 +266,13 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
     """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`.
 
     An engine that runs prefill first (``profile.prefill_first``) moves as one wave instead
-    (:func:`wave_closed_loop`).
+    (:func:`wave_closed_loop`) while every request has one output length. Requests that return apart
+    (:func:`returns_apart`) find the others decoding: a prefill-first engine then runs each arrival's
+    prefill between decode steps, which costs the others what a chunk riding in a step does, so the
+    steady state here holds for it too.
     """
-    if profile is not None and profile.prefill_first:
-        return wave_closed_loop(costs, concurrency, profile)
+    if profile is not None and profile.prefill_first and not returns_apart(costs):
+        return wave_closed_loop(costs, concurrency)
     costs = rank_grouped(costs, profile)
     steps = max(costs.output_tokens_mean - 1.0, 0.0)
     held = min(concurrency, float(costs.max_batch_size))
@@ -293,7 +301,7 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
                    _rounds(profile))
 
 
-def wave_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
+def wave_closed_loop(costs: PhaseCosts, concurrency: float) -> LoadPoint:
     """Closed loop on a colocated instance whose scheduler runs prefill first: one wave per round.
 
     SGLang runs a waiting prompt's prefill batch alone, before any decode step ("Run prefill first
@@ -310,23 +318,22 @@ def wave_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfi
                                                         a prompt waits for the rest of its wave)
         wave   = overhead + prefill alone + (H - 1) p + (O - 1) tau,   throughput H / wave
 
-    Clients beyond H wait outside for a later wave: (N - H) / throughput more TTFT. Requests whose output
-    lengths differ return one by one while the others decode, and wait for the scheduler's next poll
-    (:func:`recv_wait_s`; nothing at SGLang's default of polling every iteration).
+    Clients beyond H wait outside for a later wave: (N - H) / throughput more TTFT. This holds while
+    every request has the same output length; when they differ (:func:`returns_apart`) the wave
+    dissolves after its first round and the steady state of :func:`colocated_closed_loop` applies.
     """
     steps = max(costs.output_tokens_mean - 1.0, 0.0)
     held = max(min(concurrency, float(costs.max_batch_size)), 1.0)
     share = costs.mean_input_tokens * costs.chunk_s_per_token
     alone = float((costs.prefill_s * costs.input_weights).sum()) + costs.request_overhead_s
     tau = float(costs.decode_at(held))
-    polled_s = float(recv_wait_s(costs, profile, held, tau)[()])
     prefill_total = alone + (held - 1.0) * share
-    wave_s = polled_s + prefill_total + steps * tau
+    wave_s = prefill_total + steps * tau
     rate = held / max(wave_s, 1e-12)
     outside_s = max(concurrency - held, 0.0) / rate
 
     def ttft_at(q: float) -> float:
-        return (outside_s + polled_s + alone + q * (held - 1.0) * share) * 1e3
+        return (outside_s + alone + q * (held - 1.0) * share) * 1e3
 
     def tpot_at(q: float) -> float:
         return (tau + q * (held - 1.0) * share / max(steps, 1.0)) * 1e3
