@@ -32,6 +32,7 @@ from layoutopt.perf_model.load import (
 )
 from layoutopt.perf_model.load_colocated import colocated_tpot_floors, service_quantiles
 from layoutopt.perf_model.load_rows import batch_grid
+from layoutopt.perf_model.stacked_tables import prefetch_step_tables
 from layoutopt.plan import Layout, Role
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
@@ -156,6 +157,8 @@ def capacity_upper_bounds(model: ModelSpec, jobs: Sequence[tuple[GpuSpec, Layout
     link in jobs]``, the same numbers: colocated ``"tpot"`` bounds of tables that can share a batch
     (``colocated_bounds.batch_key``) are computed together, in batches of ``BOUND_BATCH_TABLES``
     (``colocated_bounds.colocated_tpot_ceilings_rps``), a fraction of their cost one at a time."""
+    # The decode and prompt-extra tables of the jobs' layouts in a few stacked roofline calls (the same floats).
+    prefetch_step_tables(model, jobs, workload, engine, allow_cross_domain)
     found = [_upper_bound(model, gpu, layout, role, workload, slo, engine, headroom, link, tier,
                           allow_cross_domain, defer=True) for gpu, layout, role, link in jobs]
     batches: dict[tuple, list[int]] = {}
