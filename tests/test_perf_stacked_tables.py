@@ -1,5 +1,6 @@
-"""The stacked decode tables are exactly each layout's own: the search bounds thousands of layouts
-from them and prunes on the bounds, so any drift could change which proposals are evaluated."""
+"""The stacked decode tables and prompt extras are exactly each layout's own: the search bounds
+thousands of layouts from them and prunes on the bounds, so any drift could change which proposals
+are evaluated."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def _random_layouts(model, gpu, count: int, seed: int) -> list[Layout]:
     return list(found.values())
 
 
-CASES = [("deepseek-v3", "GB200", "vllm"), ("deepseek-v3", "H100", "sglang"), ("glm-5", "B200", "vllm"),
+CASES = [("deepseek-v3", "GB200", "vllm"), ("deepseek-v3", "H100", "sglang"), ("deepseek-v3", "B200", "trtllm"),
+         ("glm-5", "B200", "vllm"),
          ("gpt-oss-120b", "H100", "vllm"), ("qwen3.5-35b-a3b", "MI300X", "vllm"), ("qwen3-32b", "L4", "trtllm"),
          ("llama-3.1-70b", "H200", "vllm")]
 
@@ -70,6 +72,12 @@ def test_stacked_decode_tables_are_each_layouts_own(model_name, gpu_name, engine
         own = step.decode_step_time_array(model, gpu, layout, grid.values[:, None], np.array([[context, 2 * context]]),
                                           profile)
         assert np.array_equal(table, own), layout
+    stacked_tables.prompt_extras.clear()
+    extras = stacked_tables.stacked_prompt_extras(model, gpu, [m[0] for m in members], profile, terms,
+                                                  [m[1] for m in members], [t[:, 0] for t in tables], context)
+    for (layout, grid), table, (batches, extra) in zip(members, tables, extras):
+        own_batches, own_extra = costs._prompt_extra(model, gpu, layout, profile, terms, grid, table[:, 0], context)
+        assert np.array_equal(batches, own_batches) and np.array_equal(extra, own_extra), layout
 
 
 def test_prefetched_phase_costs_are_the_computed_ones():
