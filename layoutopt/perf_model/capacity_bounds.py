@@ -156,8 +156,9 @@ def capacity_upper_bounds(model: ModelSpec, jobs: Sequence[tuple[GpuSpec, Layout
     """``[capacity_upper_bound(model, gpu, layout, role, ..., kv_link=link) for gpu, layout, role,
     link in jobs]``, the same numbers: colocated ``"tpot"`` bounds of tables that can share a batch
     (``colocated_bounds.batch_key``) are computed together, in batches of ``BOUND_BATCH_TABLES``
-    (``colocated_bounds.colocated_tpot_ceilings_rps``), a fraction of their cost one at a time."""
-    # The decode and prompt-extra tables of the jobs' layouts in a few stacked roofline calls (the same floats).
+    (``colocated_bounds.colocated_tpot_ceilings_rps``), a fraction of their cost one at a time; the
+    decode tables and prompt extras of the jobs' layouts come from stacked roofline passes
+    (``stacked_tables.prefetch_step_tables``, the same floats)."""
     prefetch_step_tables(model, jobs, workload, engine, allow_cross_domain)
     found = [_upper_bound(model, gpu, layout, role, workload, slo, engine, headroom, link, tier,
                           allow_cross_domain, defer=True) for gpu, layout, role, link in jobs]

@@ -186,13 +186,13 @@ def _stacked_pass(stack: _Stack, tokens: np.ndarray, logit_tokens, decode_seqs, 
     return compute_s, comm_s, overhead_s
 
 
-def _hops(stack: _Stack, tokens: np.ndarray, comm_s, stage_hops) -> np.ndarray:
-    """``comm_s`` plus each row's stage hops (``step._stage_hop_s(c, tokens, stage_hops(pp))``; x + 0.0
-    is x on the rows without PP)."""
+def _hops(stack: _Stack, tokens: np.ndarray, comm_s) -> np.ndarray:
+    """``comm_s`` plus each row's pp stage hops (``step._stage_hop_s(c, tokens, pp)``, as a decode and
+    a mixed step add them; x + 0.0 is x on the rows without PP)."""
     if not (stack.pp > 1).any():
         return comm_s
     return comm_s + _grouped(tokens.shape, stack.cs, [(c.pp, c.pp_link, c.hidden_size) for c in stack.cs],
-                             lambda c, rows: step._stage_hop_s(c, tokens[rows], stage_hops(c.pp)))
+                             lambda c, rows: step._stage_hop_s(c, tokens[rows], c.pp))
 
 
 def stacked_decode_tables(model: ModelSpec, gpu: GpuSpec, layouts: Sequence[Layout], profile: EngineProfile,
@@ -207,7 +207,7 @@ def stacked_decode_tables(model: ModelSpec, gpu: GpuSpec, layouts: Sequence[Layo
     microbatch = batch / np.minimum(batch, stack.pp) if (stack.pp > 1).any() else batch
     tokens = microbatch / stack.dp if (stack.dp > 1).any() else microbatch
     compute_s, comm_s, overhead_s = _stacked_pass(stack, tokens, None, tokens, context)
-    comm_s = _hops(stack, tokens, comm_s, lambda pp: pp)
+    comm_s = _hops(stack, tokens, comm_s)
     total = compute_s + comm_s + (overhead_s + stack.first.profile.step_overhead_ms * 1e-3)
     return [read_only(np.asarray(total[i, :len(g.values)], dtype=float)) for i, g in enumerate(grids)]
 
@@ -234,7 +234,7 @@ def stacked_prompt_extras(model: ModelSpec, gpu: GpuSpec, layouts: Sequence[Layo
     compute_s, comm_s, overhead_s = _stacked_pass(
         stack, tokens, decode_rank + has_chunk, decode_rank, float(decode_context),
         (chunk_rank, pairs, np.where(has_chunk, cached, 0.0), np.asarray(indexer_pairs), moe_tokens))
-    comm_s = _hops(stack, tokens, comm_s, lambda pp: pp)
+    comm_s = _hops(stack, tokens, comm_s)
     mixed = compute_s + 0.0 + comm_s + overhead_s + stack.first.profile.step_overhead_ms * 1e-3
     out = []
     for i, (grid, table) in enumerate(zip(grids, decode_tables)):
