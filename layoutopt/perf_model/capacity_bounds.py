@@ -32,6 +32,7 @@ from layoutopt.perf_model.load import (
 )
 from layoutopt.perf_model.load_colocated import colocated_tpot_floors, service_quantiles
 from layoutopt.perf_model.load_rows import batch_grid
+from layoutopt.perf_model.stacked_tables import prefetch_step_tables
 from layoutopt.plan import Layout, Role
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
@@ -155,7 +156,10 @@ def capacity_upper_bounds(model: ModelSpec, jobs: Sequence[tuple[GpuSpec, Layout
     """``[capacity_upper_bound(model, gpu, layout, role, ..., kv_link=link) for gpu, layout, role,
     link in jobs]``, the same numbers: colocated ``"tpot"`` bounds of tables that can share a batch
     (``colocated_bounds.batch_key``) are computed together, in batches of ``BOUND_BATCH_TABLES``
-    (``colocated_bounds.colocated_tpot_ceilings_rps``), a fraction of their cost one at a time."""
+    (``colocated_bounds.colocated_tpot_ceilings_rps``), a fraction of their cost one at a time; the
+    decode tables and prompt extras of the jobs' layouts come from stacked roofline passes
+    (``stacked_tables.prefetch_step_tables``, the same floats)."""
+    prefetch_step_tables(model, jobs, workload, engine, allow_cross_domain)
     found = [_upper_bound(model, gpu, layout, role, workload, slo, engine, headroom, link, tier,
                           allow_cross_domain, defer=True) for gpu, layout, role, link in jobs]
     batches: dict[tuple, list[int]] = {}

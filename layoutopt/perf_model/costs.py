@@ -29,12 +29,11 @@ import numpy as np
 
 from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
-from layoutopt.perf_model import calibration, kv_transfer, memory, step
+from layoutopt.perf_model import calibration, kv_transfer, memory, stacked_tables, step
 from layoutopt.perf_model.calibration import EngineLike, EngineProfile
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.compute import forward_coefficients
 from layoutopt.perf_model.links import Link
-from layoutopt.perf_model.memo import KeepAliveMemo
 from layoutopt.workloads.workload import Workload
 from layoutopt.perf_model.workload_grids import DecodeGrid, WorkloadTerms, decode_batch_grid, read_only, workload_terms
 
@@ -307,7 +306,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     # (proportional to their output length) that is E[I] + E[O^2] / (2 E[O]): the batch the engine
     # admits when KV memory binds.
     full_context = mean_input + (output_reserve / 2.0 if role != "prefill" else 1.0)
-    breakdown = memory.memory_breakdown(model, gpu, layout, context_tokens=full_context, engine=profile)
+    breakdown = stacked_tables.memory_breakdown(model, gpu, layout, full_context, profile)
     if breakdown.max_batch_size < 1:
         memory.check_fits(model, gpu, layout, context_tokens=int(round(full_context)), engine=profile)
     batch_cap = breakdown.max_batch_size if max_batch_size is None else min(breakdown.max_batch_size, max_batch_size)
@@ -394,9 +393,8 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     )
 
 
-# Decode tables by (coefficients, batch grid, context): a layout's decode and colocated tables
-# read the same one (the same memory-limited batch, the same mean context).
-_decode_tables = KeepAliveMemo(1 << 13)
+# Decode tables by (coefficients, batch grid, context), shared with the stacked prefetch.
+_decode_tables = stacked_tables.decode_tables
 
 
 def _decode_table(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, decode_grid: DecodeGrid,
@@ -428,6 +426,11 @@ def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
     interpolate piecewise linearly. With attention DP the prompt sits on the one rank its request
     was routed to, and the lockstep step waits for that rank (``step._chunk_placement``).
     """
+    coefficients = forward_coefficients(model, gpu, layout, profile, None)
+    known = stacked_tables.prompt_extras.get(stacked_tables.prompt_extra_key(coefficients, decode_grid, decode_context,
+                                                                             terms), None, lambda: None)
+    if known is not None:  # computed with other layouts' (stacked_tables.prefetch_step_tables)
+        return known
     batches = decode_grid.mixed_batches
     # Every (batch, length) anchor in one vectorized roofline pass: rows batches, columns lengths.
     mixed = step.mixed_step_time_array(model, gpu, layout, prefill_tokens=terms.anchor_new_tokens[None, :],

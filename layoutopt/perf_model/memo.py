@@ -81,6 +81,15 @@ class KeepAliveMemo:
         self._cache[key] = (keep, value)
         return value
 
+    def put(self, key: tuple, keep: object, value: object) -> None:
+        """Remember ``value`` for ``key`` (computed elsewhere), with ``keep`` alive."""
+        if len(self._cache) >= self.max_entries:
+            self._cache.clear()
+        self._cache[key] = (keep, value)
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._cache
+
     def clear(self) -> None:
         self._cache.clear()
 
