@@ -14,7 +14,6 @@ says so (``worker_counts_assumed``); fits leave those out.
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +22,9 @@ from typing import NamedTuple
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.model_catalog import get_model
 from layoutopt.model_catalog.spec import FOUR_BIT_PRECISIONS
-from layoutopt.perf_model.reference_protocol import reference_range_ratio, reference_recv_interval
+from layoutopt.perf_model.reference_protocol import (
+    TRTLLM_BATCHING_WAIT_ITERS, benchmark_token_budget, reference_attention_dp_balance, reference_range_ratio,
+    reference_recv_interval)
 from layoutopt.perf_model.reference_kv import KV_CACHE_DTYPES, reference_kv_precision
 from layoutopt.plan import Layout
 
@@ -45,10 +46,6 @@ class LeftOut(NamedTuple):
     mode: str
     reason: str
     gpu: str = ""
-
-
-# TensorRT-LLM's AttentionDpConfig.batching_wait_iters default (llmapi/llm_args.py).
-TRTLLM_BATCHING_WAIT_ITERS = 10
 
 
 @dataclass(frozen=True)
@@ -105,28 +102,6 @@ _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms
 # DeepSeek-R1 rows with that image (InferenceX PRs 632 and 642). Spelled as the CSV writes it, with
 # '#' or '/' after the registry.
 SPECULATIVE_DECODING_IMAGES = frozenset({"nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3"})
-
-# attention_dp_config (timeout_iters, batching_wait_iters) of InferenceX's TensorRT-LLM single-node launch
-# scripts, which wrote ``enable_balance: true`` whenever DP_ATTENTION was true, by the checkpoint they
-# serve (one script per model family): dsr1_fp4_b200_trt.sh:81-84 and dsr1_fp8_b200_trt.sh:51-54 set
-# timeout_iters 60 and batching_wait_iters 0; gptoss_fp4_b200_trt.sh:66-67 sets enable_balance alone, so
-# TensorRT-LLM's defaults 50 and 10 hold (llmapi/llm_args.py AttentionDpConfig). SemiAnalysisAI/InferenceX
-# benchmarks/ at b0c4ed21b (2026-01-22); the same since the scripts' first versions (ec90f3fe7 2025-09-18,
-# 28e5a01ea 2025-09-19) and after (6eecc0e66, single_node/ 8d81e0bf4), so over every reference row's date.
-INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE: dict[str, tuple[int, int]] = {
-    "deepseek-ai/DeepSeek-R1": (60, 0), "deepseek-ai/DeepSeek-V3": (60, 0),
-    "openai/gpt-oss-120b": (50, TRTLLM_BATCHING_WAIT_ITERS)}
-
-
-def reference_attention_dp_balance(engine: str, mode: str, model_id: str, layout: Layout | None
-                                   ) -> tuple[int, int] | None:
-    """(timeout_iters, batching_wait_iters) of TensorRT-LLM's attention-DP balancing in a reference row's
-    launch (:data:`INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE`), None where it was off or is not known: rows
-    of other engines, disaggregated rows (other launch recipes) and workers without attention DP."""
-    if engine != "trtllm" or mode != "agg" or layout is None or layout.dp_size <= 1:
-        return None
-    return INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE.get(model_id)
-
 
 def _kv_precision(row: dict, engine: str, mode: str, gpu: str, precision: str, reference_launch: bool) -> str:
     """A row's KV cache precision: its ``kv_cache_dtype`` column when set, else the reference launches'
@@ -427,37 +402,6 @@ def _attention_dp_balance(row: dict, engine: str, mode: str, layout: Layout | No
         return max(int(written), 0), TRTLLM_BATCHING_WAIT_ITERS if wait is None else max(int(wait), 0)
     found = reference_attention_dp_balance(engine, mode, row["model"], layout) if reference_launch else None
     return (None, TRTLLM_BATCHING_WAIT_ITERS) if found is None else found
-
-
-def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: Layout | None,
-                           prefill_layout: Layout | None) -> int | None:
-    """Tokens per scheduler step (one attention-DP rank's) the measurement's launch configured.
-
-    The reference rows were launched by AIConfigurator 0.12.0's generator, which sizes the step's
-    token budget to about one prompt (generator/rule_plugin/*.rule): TensorRT-LLM
-    ``max_num_tokens = max_batch_size + isl + 500`` rounded up to 32-token blocks, prefill workers
-    ``isl + 500`` (trtllm.rule:13-19; chunked prefill off, backend_templates/trtllm/
-    extra_engine_args.yaml.j2 ``enable_chunked_prefill | default(false)``); vLLM ``max_num_tokens
-    = max_batch_size + isl + 1500`` with ``max_batch_size`` 512 below 512 sequences, else twice
-    them, prefill workers ``isl + 1500`` (vllm.rule:3-5,17-20); SGLang ``max_prefill_tokens =
-    isl + 1500`` next to its default chunk (sglang.rule:11). So a step admits one prompt, and the
-    per-step costs (weight reads, the decode batch, a launch floor) are paid once per prompt.
-    ``max_batch_size`` is the row's sequences per rank (concurrency / attention DP). None for an
-    engine without a rule.
-    """
-    first = layout or prefill_layout
-    dp = first.dp_size if first is not None else 1
-    prefill_only = layout is None
-    per_rank = max(int(math.ceil(concurrency / max(dp, 1))), 1)
-    if engine == "trtllm":
-        tokens = isl + 500 + (0 if prefill_only else per_rank)
-        return int(math.ceil(tokens / 32) * 32)
-    if engine == "vllm":
-        batch = 512 if per_rank < 512 else 2 * per_rank
-        return isl + 1500 + (0 if prefill_only else batch)
-    if engine == "sglang":
-        return isl + 1500
-    return None
 
 
 def measurement_key(case: MeasuredCase) -> tuple:

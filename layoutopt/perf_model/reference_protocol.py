@@ -1,5 +1,6 @@
-"""How the reference measurements were driven: the request lengths their client sent, and how often
-SGLang's scheduler took new requests.
+"""How the reference measurements were driven: the request lengths their client sent, how often SGLang's
+scheduler took new requests, and the launch settings of their TensorRT-LLM runs (attention-DP balancing)
+and of AIConfigurator's own (its step token budget rule, :func:`benchmark_token_budget`).
 
 A row's ``isl`` and ``osl`` are what the run asked for, not what every request had. InferenceX's
 single-node runs (the aggregated B200 rows, and H100's dated vLLM rows) draw each request's input and
@@ -20,10 +21,12 @@ iterations, 30 from 16 clients on (:func:`~layoutopt.perf_model.closed_loop.recv
 
 from __future__ import annotations
 
-import numpy as np
-
+import math
 from typing import NamedTuple
 
+import numpy as np
+
+from layoutopt.plan import Layout
 from layoutopt.workloads.distributions import FixedLength, HistogramLength
 
 # --random-range-ratio of InferenceX's sweeps (module doc).
@@ -115,3 +118,59 @@ def reference_recv_interval(engine: str, mode: str, gpu: str, model_id: str, pre
             return launch.low
         return launch.high if concurrency >= 16 else launch.low
     return 1
+
+
+# TensorRT-LLM's AttentionDpConfig.batching_wait_iters default (llmapi/llm_args.py).
+TRTLLM_BATCHING_WAIT_ITERS = 10
+
+# attention_dp_config (timeout_iters, batching_wait_iters) of InferenceX's TensorRT-LLM single-node launch
+# scripts, which wrote ``enable_balance: true`` whenever DP_ATTENTION was true, by the checkpoint they
+# serve (one script per model family): dsr1_fp4_b200_trt.sh:81-84 and dsr1_fp8_b200_trt.sh:51-54 set
+# timeout_iters 60 and batching_wait_iters 0; gptoss_fp4_b200_trt.sh:66-67 sets enable_balance alone, so
+# TensorRT-LLM's defaults 50 and 10 hold (llmapi/llm_args.py AttentionDpConfig). SemiAnalysisAI/InferenceX
+# benchmarks/ at b0c4ed21b (2026-01-22); the same since the scripts' first versions (ec90f3fe7 2025-09-18,
+# 28e5a01ea 2025-09-19) and after (6eecc0e66, single_node/ 8d81e0bf4), so over every reference row's date.
+INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE: dict[str, tuple[int, int]] = {
+    "deepseek-ai/DeepSeek-R1": (60, 0), "deepseek-ai/DeepSeek-V3": (60, 0),
+    "openai/gpt-oss-120b": (50, TRTLLM_BATCHING_WAIT_ITERS)}
+
+
+def reference_attention_dp_balance(engine: str, mode: str, model_id: str, layout: Layout | None
+                                   ) -> tuple[int, int] | None:
+    """(timeout_iters, batching_wait_iters) of TensorRT-LLM's attention-DP balancing in a reference row's
+    launch (:data:`INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE`), None where it was off or is not known: rows
+    of other engines, disaggregated rows (other launch recipes) and workers without attention DP."""
+    if engine != "trtllm" or mode != "agg" or layout is None or layout.dp_size <= 1:
+        return None
+    return INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE.get(model_id)
+
+
+def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: Layout | None,
+                           prefill_layout: Layout | None) -> int | None:
+    """Tokens per scheduler step (one attention-DP rank's) the measurement's launch configured.
+
+    The reference rows were launched by AIConfigurator 0.12.0's generator, which sizes the step's
+    token budget to about one prompt (generator/rule_plugin/*.rule): TensorRT-LLM
+    ``max_num_tokens = max_batch_size + isl + 500`` rounded up to 32-token blocks, prefill workers
+    ``isl + 500`` (trtllm.rule:13-19; chunked prefill off, backend_templates/trtllm/
+    extra_engine_args.yaml.j2 ``enable_chunked_prefill | default(false)``); vLLM ``max_num_tokens
+    = max_batch_size + isl + 1500`` with ``max_batch_size`` 512 below 512 sequences, else twice
+    them, prefill workers ``isl + 1500`` (vllm.rule:3-5,17-20); SGLang ``max_prefill_tokens =
+    isl + 1500`` next to its default chunk (sglang.rule:11). So a step admits one prompt, and the
+    per-step costs (weight reads, the decode batch, a launch floor) are paid once per prompt.
+    ``max_batch_size`` is the row's sequences per rank (concurrency / attention DP). None for an
+    engine without a rule.
+    """
+    first = layout or prefill_layout
+    dp = first.dp_size if first is not None else 1
+    prefill_only = layout is None
+    per_rank = max(int(math.ceil(concurrency / max(dp, 1))), 1)
+    if engine == "trtllm":
+        tokens = isl + 500 + (0 if prefill_only else per_rank)
+        return int(math.ceil(tokens / 32) * 32)
+    if engine == "vllm":
+        batch = 512 if per_rank < 512 else 2 * per_rank
+        return isl + 1500 + (0 if prefill_only else batch)
+    if engine == "sglang":
+        return isl + 1500
+    return None
