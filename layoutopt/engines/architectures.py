@@ -31,10 +31,12 @@ def releases_implementing(family: str, engines: tuple[str, ...] = ("vllm", "sgla
     """``engine==version`` of every release with engine data whose model registry lists the
     architecture of ``family`` (fact ``model_architectures``)."""
     architecture = HF_ARCHITECTURES.get(family)
+    if architecture is None:
+        return []
     found = []
     for engine in engines:
         for version in available_versions(engine):
             fact = load_engine_data(engine, version).fact("model_architectures")
-            if architecture is not None and fact is not None and architecture in fact.value:
+            if fact is not None and architecture in fact.value:
                 found.append(f"{engine}=={version}")
     return found

@@ -9,6 +9,7 @@ re-running the same enumeration on the changed input.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from layoutopt.engines.architectures import releases_implementing
@@ -213,15 +214,11 @@ def _smallest_pair(found: Diagnosis, table: CandidateTable) -> None:
     if not pairs:
         return
 
-    def needs(pair) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for c in pair:
-            counts[c.gpu] = counts.get(c.gpu, 0) + c.gpus_per_instance
-        return counts
-
-    p, d = min(pairs, key=lambda pair: (sum(needs(pair).values()), sum(c.cost_usd_per_hour for c in pair)))
-    over = {gpu: n for gpu, n in needs((p, d)).items()
-            if table.gpu_limits.get(gpu) is not None and n > table.gpu_limits[gpu]}
+    p, d = min(pairs, key=lambda pair: (sum(c.gpus_per_instance for c in pair), sum(c.cost_usd_per_hour for c in pair)))
+    need: Counter[str] = Counter()
+    for c in (p, d):
+        need[c.gpu] += c.gpus_per_instance
+    over = {gpu: n for gpu, n in need.items() if table.gpu_limits.get(gpu) is not None and n > table.gpu_limits[gpu]}
     cost = p.cost_usd_per_hour + d.cost_usd_per_hour
     if over:
         have = ", ".join(f"{table.gpu_limits[g]}x{g}" for g in over)
@@ -229,7 +226,7 @@ def _smallest_pair(found: Diagnosis, table: CandidateTable) -> None:
                              f"can connect ({p.name}, {p.gpus_per_instance} GPUs, + {d.name}, "
                              f"{d.gpus_per_instance}) needs {' + '.join(f'{n}x{g}' for g, n in over.items())}; "
                              f"the budget has {have}")
-        found.suggestions.append("a budget of at least " + " + ".join(f"{n}x{g}" for g, n in needs((p, d)).items()))
+        found.suggestions.append("a budget of at least " + " + ".join(f"{n}x{g}" for g, n in need.items()))
     elif table.max_usd_per_hour is not None and cost > table.max_usd_per_hour:
         found.reasons.append(f"no colocated instance meets the SLO, and the cheapest prefill + decode pair the engine "
                              f"can connect ({p.name} + {d.name}) costs ${cost:.2f}/h, over the "

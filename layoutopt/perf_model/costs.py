@@ -401,7 +401,8 @@ def _decode_table(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
                   decode_context: float) -> np.ndarray:
     """Decode step seconds (batches, 2) at ``decode_grid``'s batches and the mean and twice the mean context."""
     coefficients = forward_coefficients(model, gpu, layout, profile, None)
-    return _decode_tables.get((id(coefficients), id(decode_grid), decode_context), (coefficients, decode_grid),
+    return _decode_tables.get(stacked_tables.decode_table_key(coefficients, decode_grid, decode_context),
+                              (coefficients, decode_grid),
                               lambda: read_only(np.asarray(step.decode_step_time_array(
                                   model, gpu, layout, decode_grid.values[:, None],
                                   np.array([[decode_context, 2.0 * decode_context]]), profile), dtype=float)))
@@ -427,8 +428,8 @@ def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
     was routed to, and the lockstep step waits for that rank (``step._chunk_placement``).
     """
     coefficients = forward_coefficients(model, gpu, layout, profile, None)
-    known = stacked_tables.prompt_extras.get(stacked_tables.prompt_extra_key(coefficients, decode_grid, decode_context,
-                                                                             terms), None, lambda: None)
+    known = stacked_tables.prompt_extras.peek(stacked_tables.prompt_extra_key(coefficients, decode_grid,
+                                                                              decode_context, terms))
     if known is not None:  # computed with other layouts' (stacked_tables.prefetch_step_tables)
         return known
     batches = decode_grid.mixed_batches

@@ -62,7 +62,7 @@ def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens):
 
 
 @lru_cache(maxsize=64)
-def _expected_max_of_normals(count: int) -> float:
+def expected_max_of_normals(count: int) -> float:
     """Expected maximum of ``count`` independent standard normals (Blom's approximation)."""
     return float(ndtri((count - 0.375) / (count + 0.25)))
 
@@ -86,7 +86,7 @@ def max_rank_touched_experts(num_experts: int, experts_per_token: int, tokens, e
         return expected_distinct_experts(num_experts, experts_per_token, tokens)
     touched_share = touched_expert_share(num_experts, experts_per_token, tokens)
     local = num_experts / ep
-    spread = _expected_max_of_normals(ep) * math.sqrt(local)
+    spread = expected_max_of_normals(ep) * math.sqrt(local)
     variance = touched_share * (1.0 - touched_share)
     sd = np.sqrt(variance) if isinstance(variance, np.ndarray) else math.sqrt(variance)
     busiest = local * touched_share + spread * sd

@@ -96,48 +96,34 @@ def _requests(case: MeasuredCase) -> Workload:
 
 def _with_budget(profile: calibration.EngineProfile, case: MeasuredCase) -> calibration.EngineProfile:
     """``profile`` with the step token budget the case's launch configured (``case.step_token_budget``,
-    one attention-DP rank's), where known, and the attention-DP balancing it set."""
+    one attention-DP rank's), where known, and the attention-DP balancing, batch waiting and request
+    polling it set."""
+    changes: dict[str, object] = {}
     if case.attention_dp_balance_timeout_iters is not None:
-        profile = _balanced(profile, case.attention_dp_balance_timeout_iters, case.attention_dp_batching_wait_iters)
+        changes |= {"attention_dp_balance_timeout_iters": case.attention_dp_balance_timeout_iters,
+                    "attention_dp_batching_wait_iters": case.attention_dp_batching_wait_iters}
     if case.batch_wait_timeout_iters:
-        profile = _batch_waiting(profile, case.batch_wait_timeout_iters, case.batch_wait_max_tokens_ratio)
+        changes |= {"batch_wait_timeout_iters": case.batch_wait_timeout_iters,
+                    "batch_wait_max_tokens_ratio": case.batch_wait_max_tokens_ratio}
     if case.scheduler_recv_interval > 1:
-        profile = _polling(profile, case.scheduler_recv_interval)
-    if case.step_token_budget is None:
-        return profile
-    budget = case.step_token_budget
-    if profile.name.split("~", 1)[0] == "sglang":
-        # max_num_batched_tokens is SGLang's whole chunk, split over attention-DP ranks (costs.rank_token_budget);
-        # max_prefill_tokens caps each rank's prefill batch below it.
-        layout = case.layout or case.prefill_layout
-        budget = min(profile.max_num_batched_tokens, budget * (layout.dp_size if layout is not None else 1))
-    if budget == profile.max_num_batched_tokens:
-        return profile
-    return _budgeted(profile, budget)
-
-
-@lru_cache(maxsize=1024)
-def _balanced(profile: calibration.EngineProfile, timeout_iters: int, batching_wait_iters: int
-              ) -> calibration.EngineProfile:
-    return profile.model_copy(update={"attention_dp_balance_timeout_iters": timeout_iters,
-                                      "attention_dp_batching_wait_iters": batching_wait_iters})
-
-
-@lru_cache(maxsize=1024)
-def _batch_waiting(profile: calibration.EngineProfile, timeout_iters: int, max_tokens_ratio: float
-                   ) -> calibration.EngineProfile:
-    return profile.model_copy(update={"batch_wait_timeout_iters": timeout_iters,
-                                      "batch_wait_max_tokens_ratio": max_tokens_ratio})
-
-
-@lru_cache(maxsize=1024)
-def _polling(profile: calibration.EngineProfile, interval: int) -> calibration.EngineProfile:
-    return profile.model_copy(update={"scheduler_recv_interval": interval})
+        changes["scheduler_recv_interval"] = case.scheduler_recv_interval
+    if case.step_token_budget is not None:
+        budget = case.step_token_budget
+        if profile.name.split("~", 1)[0] == "sglang":
+            # max_num_batched_tokens is SGLang's whole chunk, split over attention-DP ranks (costs.rank_token_budget);
+            # max_prefill_tokens caps each rank's prefill batch below it.
+            layout = case.layout or case.prefill_layout
+            budget = min(profile.max_num_batched_tokens, budget * (layout.dp_size if layout is not None else 1))
+        if budget != profile.max_num_batched_tokens:
+            changes["max_num_batched_tokens"] = budget
+    return _launched(profile, tuple(changes.items())) if changes else profile
 
 
 @lru_cache(maxsize=4096)
-def _budgeted(profile: calibration.EngineProfile, budget: int) -> calibration.EngineProfile:
-    return profile.model_copy(update={"max_num_batched_tokens": budget})
+def _launched(profile: calibration.EngineProfile, changes: tuple[tuple[str, object], ...]) -> calibration.EngineProfile:
+    """``profile`` with a launch's settings (one object per profile and settings: the model's caches
+    key profiles by identity)."""
+    return profile.model_copy(update=dict(changes))
 
 
 @lru_cache(maxsize=64)

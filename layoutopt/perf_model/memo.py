@@ -76,10 +76,13 @@ class KeepAliveMemo:
         if hit is not None:
             return hit[1]
         value = compute()
-        if len(self._cache) >= self.max_entries:
-            self._cache.clear()
-        self._cache[key] = (keep, value)
+        self.put(key, keep, value)
         return value
+
+    def peek(self, key: tuple):
+        """The value remembered for ``key``, or None (nothing is computed or stored)."""
+        hit = self._cache.get(key)
+        return None if hit is None else hit[1]
 
     def put(self, key: tuple, keep: object, value: object) -> None:
         """Remember ``value`` for ``key`` (computed elsewhere), with ``keep`` alive."""

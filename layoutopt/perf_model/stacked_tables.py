@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from layoutopt.perf_model.calibration import (
 from layoutopt.perf_model.compute import (
     ForwardCoefficients, _max, _min, forward_coefficients, moe_exchange_time_s,
 )
-from layoutopt.perf_model.expert_routing import _expected_max_of_normals, touched_expert_share
+from layoutopt.perf_model.expert_routing import expected_max_of_normals, touched_expert_share
 from layoutopt.perf_model.memo import KeepAliveMemo
 
 from layoutopt.perf_model.workload_grids import (
@@ -130,7 +131,7 @@ def _stacked_pass(stack: _Stack, tokens: np.ndarray, logit_tokens, decode_seqs, 
         imbalance = np.where(has_ep, np.minimum(skew + np.sqrt(spread / np.maximum(routed, 1.0)), ep_rows), 1.0)
         share = touched_expert_share(e, k, moe_tokens)
         local = _rows(cs, (e / x if x > 1 else 0.0 for x in ep))
-        normal_max = _rows(cs, (_expected_max_of_normals(x) * math.sqrt(e / x) if x > 1 else 0.0 for x in ep))
+        normal_max = _rows(cs, (expected_max_of_normals(x) * math.sqrt(e / x) if x > 1 else 0.0 for x in ep))
         busiest = local * share + normal_max * np.sqrt(share * (1.0 - share))
         touched_rank = np.where(has_ep, np.minimum(busiest, local), e * share)
         pairs_rank = np.where(has_ep, routed * (imbalance / ep_rows), routed)
@@ -311,6 +312,11 @@ def decode_grid_of(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engi
 MAX_STACK = 64
 
 
+def decode_table_key(c: ForwardCoefficients, grid: DecodeGrid, decode_context: float) -> tuple:
+    """``decode_tables``' key of a layout's decode table (its coefficients, batch grid and mean context)."""
+    return (id(c), id(grid), decode_context)
+
+
 def prompt_extra_key(c: ForwardCoefficients, grid: DecodeGrid, decode_context: float, terms: WorkloadTerms) -> tuple:
     """``prompt_extras``' key of a colocated table's prompt extras (the decode table they subtract
     is ``decode_tables``' entry of the same coefficients, grid and context)."""
@@ -329,47 +335,62 @@ def prefetch_step_tables(model: ModelSpec, jobs: Sequence[tuple[GpuSpec, Layout,
     layout of their GPU stacks with, or whose tables are remembered already are left to
     ``_phase_costs``. The tables are those it would compute (the same floats)."""
     terms = workload_terms(workload)
-    mean_output_reserve = terms.output_moments[1]
-    full_context = terms.mean_input + mean_output_reserve / 2.0   # _phase_costs, role != "prefill"
-    decode_context = terms.mean_input + mean_output_reserve / 2.0
-    stacks: dict[tuple, dict[int, list]] = {}
+    # _phase_costs' context of a decode or colocated table: the memory fit's and the decode table's.
+    decode_context = terms.mean_input + terms.output_moments[1] / 2.0
+    stacks: dict[tuple, dict[int, _Member]] = {}
     for gpu, layout, role, _ in jobs:
         if role == "prefill":
             continue
         members = stacks.setdefault((id(gpu), id(engine)), {})
         if id(layout) in members:
-            members[id(layout)][5] |= role == "colocated"
+            members[id(layout)].colocated |= role == "colocated"
             continue
         profile = calibration.resolve_engine(engine, gpu)
         try:
             memory.check_layout(model, gpu, layout, allow_cross_domain=allow_cross_domain)
         except LayoutError:
             continue
-        grid = decode_grid_of(model, gpu, layout, profile, full_context)
+        grid = decode_grid_of(model, gpu, layout, profile, decode_context)
         if grid is None:
             continue
-        c = forward_coefficients(model, gpu, layout, profile, None)
-        members[id(layout)] = [gpu, layout, profile, grid, c, role == "colocated"]
+        members[id(layout)] = _Member(gpu, layout, profile, grid, forward_coefficients(model, gpu, layout, profile, None),
+                                      role == "colocated")
     for by_layout in stacks.values():
-        members = list(by_layout.values())
-        if not members:
+        if not by_layout:
             continue
-        members = [m for m in members if m[2] is members[0][2] and stackable(m[4], members[0][4])]
-        gpu, profile = members[0][0], members[0][2]
-        missing = [m for m in members if (id(m[4]), id(m[3]), decode_context) not in decode_tables]
+        first = next(iter(by_layout.values()))
+        members = [m for m in by_layout.values() if m.profile is first.profile and stackable(m.coefficients,
+                                                                                              first.coefficients)]
+        missing = [m for m in members if decode_table_key(m.coefficients, m.grid, decode_context) not in decode_tables]
         for part in _parts(missing):
-            tables = stacked_decode_tables(model, gpu, [m[1] for m in part], profile, [m[3] for m in part],
-                                           decode_context)
-            for (_, _, _, grid, c, _), table in zip(part, tables):
-                decode_tables.put((id(c), id(grid), decode_context), (c, grid), table)
-        colocated = [m for m in members if m[5] and prompt_extra_key(m[4], m[3], decode_context, terms) not in prompt_extras
-                     and (id(m[4]), id(m[3]), decode_context) in decode_tables]
+            tables = stacked_decode_tables(model, first.gpu, [m.layout for m in part], first.profile,
+                                           [m.grid for m in part], decode_context)
+            for m, table in zip(part, tables):
+                decode_tables.put(decode_table_key(m.coefficients, m.grid, decode_context), (m.coefficients, m.grid),
+                                  table)
+        colocated = [m for m in members if m.colocated
+                     and prompt_extra_key(m.coefficients, m.grid, decode_context, terms) not in prompt_extras
+                     and decode_table_key(m.coefficients, m.grid, decode_context) in decode_tables]
         for part in _parts(colocated):
-            extras = stacked_prompt_extras(model, gpu, [m[1] for m in part], profile, terms, [m[3] for m in part],
-                                           [decode_tables.get((id(m[4]), id(m[3]), decode_context), None, None)[:, 0]
-                                            for m in part], decode_context)
-            for (_, _, _, grid, c, _), extra in zip(part, extras):
-                prompt_extras.put(prompt_extra_key(c, grid, decode_context, terms), (c, grid, terms), extra)
+            extras = stacked_prompt_extras(
+                model, first.gpu, [m.layout for m in part], first.profile, terms, [m.grid for m in part],
+                [decode_tables.peek(decode_table_key(m.coefficients, m.grid, decode_context))[:, 0] for m in part],
+                decode_context)
+            for m, extra in zip(part, extras):
+                prompt_extras.put(prompt_extra_key(m.coefficients, m.grid, decode_context, terms),
+                                  (m.coefficients, m.grid, terms), extra)
+
+
+@dataclass
+class _Member:
+    """A decode or colocated layout of one GPU the prefetch may stack (``colocated``: some job of it is)."""
+
+    gpu: GpuSpec
+    layout: Layout
+    profile: EngineProfile
+    grid: DecodeGrid
+    coefficients: ForwardCoefficients
+    colocated: bool
 
 
 def _parts(members: list) -> list[list]:
