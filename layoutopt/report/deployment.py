@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from layoutopt.engines.attention_backend import required_attention_backend
 from layoutopt.engines.kv_cache_dtype import explicit_kv_cache_dtype
 from layoutopt.engines.loader import load_engine_data
-from layoutopt.engines.page_size import sglang_page_size
 from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.plan import READABLE_SCHEMA_VERSIONS, Plan, Pool
 from layoutopt.report import names
@@ -205,6 +204,8 @@ def disaggregated_page_sizes(plan: Plan, release: EngineRelease, model, gpus: li
     sides say it. A plan whose pools would resolve different values is refused (the pair rules refuse
     mixed GPU generations before that).
     """
+    from layoutopt.engines.page_size import sglang_page_size  # looked up at call time (tests replace it)
+
     sizes: list[int | None] = [None] * len(plan.pools)
     if release.engine != "sglang":
         return sizes
@@ -231,6 +232,8 @@ def _check_chunk_pages(release: EngineRelease, index: int, pool, model, gpu, pag
     """An SGLang prefill or colocated server with attention DP runs ``--chunked-prefill-size`` // DP
     tokens per rank and refuses to start unless that is a whole number of KV pages (fact
     ``chunked_prefill_page_multiple``)."""
+    from layoutopt.engines.page_size import sglang_page_size  # looked up at call time (tests replace it)
+
     if release.engine != "sglang" or pool.role == "decode" or pool.dp_size == 1:
         return
     fact = load_engine_data(release.engine, release.version).fact("chunked_prefill_page_multiple")
