@@ -29,7 +29,7 @@ from layoutopt.errors import LayoutError
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog import get_model
 from layoutopt.perf_model import memory, step
-from layoutopt.perf_model.compute import forward_coefficients
+from layoutopt.perf_model.compute import clear_coefficient_caches
 from layoutopt.plan import Layout
 from layoutopt.perf_model.step import decode_step_time_array, prefill_time_s
 
@@ -71,7 +71,7 @@ def evaluate(model, gpu, layout) -> float:
 
 
 def clear_caches() -> None:
-    forward_coefficients.cache_clear()
+    clear_coefficient_caches()
     memory._coefficients.cache_clear()
     step._columns.clear()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -170,101 +171,178 @@ def expert_pad_rows(profile: EngineProfile) -> float:
     return float(profile.gemm_half_efficiency_tokens)
 
 
+class _ModelTerms(NamedTuple):
+    """What ``forward_coefficients`` takes from the model alone (the same for all its layouts)."""
+
+    hidden_size: int
+    dense_params: int
+    head_params: int
+    main_values: int
+    indexer_values: int
+    num_attention_heads: int
+    v_dim: int
+    attn_values_per_head: float        # 2 (head_dim + v_dim): prefill form
+    decode_values_per_head: float      # the same, absorbed over the latent for MLA
+    num_layers: int
+    num_full_attention_layers: int
+    num_sliding_window_layers: int
+    num_moe_layers: int
+    num_dense_layers: int
+    num_attention_layers: int
+    num_experts: int
+    experts_per_token: int
+    expert_params: int
+    activation_io_bytes_per_token: float
+    indexer_flops_per_ctx_token: float  # before the TP x PCP split
+    sliding_window_tokens: float
+    sparse_topk_tokens: float
+    kv_values_per_token_per_layer: int
+    linear_state_bytes_per_sequence: float
+    linear_attention_flops_per_token: float
+
+
+@identity_memo
+def _model_terms(model: ModelSpec) -> _ModelTerms:
+    h = model.hidden_size
+    indexer_values = model.indexer_head_dim if model.attention_kind == "mla" else 0
+    v_dim = model.v_head_dim or model.head_dim
+    attn = 2.0 * model.num_attention_heads * (model.head_dim + v_dim)
+    decode = attn
+    if model.attention_kind == "mla":
+        # Decode runs MLA in absorbed form: every head scores the 512 + 64 latent and sums the
+        # 512-wide latent values, more FLOPs per cached token than the prefill (expanded) form.
+        latent = model.kv_lora_rank or 0
+        decode = 2.0 * model.num_attention_heads * (2 * latent + (model.qk_rope_head_dim or 0))
+    return _ModelTerms(
+        hidden_size=h, dense_params=model.attention_params + model.dense_params_total,
+        head_params=model.vocab_size * h,
+        main_values=model.kv_values_per_token_per_layer - indexer_values, indexer_values=indexer_values,
+        num_attention_heads=model.num_attention_heads, v_dim=v_dim,
+        attn_values_per_head=attn, decode_values_per_head=decode,
+        num_layers=model.num_layers, num_full_attention_layers=model.num_full_attention_layers,
+        num_sliding_window_layers=model.num_sliding_window_layers, num_moe_layers=model.num_moe_layers,
+        num_dense_layers=model.num_dense_layers, num_attention_layers=model.num_attention_layers,
+        num_experts=model.num_experts, experts_per_token=model.num_experts_per_token,
+        expert_params=model.expert_params,
+        activation_io_bytes_per_token=ACTIVATION_IO_HIDDEN_VECTORS_PER_LAYER * h * ACTIVATION_BYTES_PER_VALUE
+        * model.num_layers,
+        indexer_flops_per_ctx_token=2.0 * model.indexer_num_heads * model.indexer_head_dim
+        * model.num_full_attention_layers,
+        sliding_window_tokens=float(model.sliding_window_tokens or 0),
+        sparse_topk_tokens=float(model.indexer_topk_tokens or np.inf),
+        kv_values_per_token_per_layer=model.kv_values_per_token_per_layer,
+        linear_state_bytes_per_sequence=model.linear_state_bytes_per_sequence,
+        linear_attention_flops_per_token=model.linear_attention_flops_per_token,
+    )
+
+
+class _RateTerms(NamedTuple):
+    """What ``forward_coefficients`` takes from (GPU, weight precision, engine) alone."""
+
+    profile: EngineProfile
+    compute: str
+    gemm_flops_per_s: float
+    gemm_half_rows: float
+    attention_flops_per_s: float
+    hbm_bytes_per_s: float
+
+
+@identity_memo
+def _rate_terms(gpu: GpuSpec, weight_precision: str, engine: EngineLike) -> _RateTerms:
+    p = resolve_engine(engine, gpu)
+    compute = compute_precision(gpu, weight_precision)
+    peak = gpu.peak_tflops(compute)
+    # The engine's Hopper-equivalent efficiencies on this generation and precision (published
+    # microbenchmark ratios, data/generations.yaml), capped below the peak; weight-only formats
+    # lose the in-kernel dequantization on top.
+    scales = generation_scales(gpu, compute)
+    gemm_scale = scales.gemm * (weight_only_dequant_scale() if is_weight_only(gpu, weight_precision) else 1.0)
+    return _RateTerms(
+        profile=p, compute=compute,
+        gemm_flops_per_s=peak * 1e12 * min(p.gemm_efficiency * gemm_scale, MAX_EFFICIENCY),
+        gemm_half_rows=p.gemm_half_efficiency_tokens * scales.half_rows,
+        attention_flops_per_s=gpu.bf16_tflops * 1e12 * min(p.attention_efficiency * scales.attention, MAX_EFFICIENCY),
+        hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * min(p.memory_efficiency * scales.hbm, MAX_EFFICIENCY),
+    )
+
+
 @identity_memo
 @lru_cache(maxsize=4096)
 def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine: EngineLike = "vllm",
                          link: Link | None = None) -> ForwardCoefficients:
     """The constants of ``forward_pass_costs`` for one (model, GPU, layout, engine); cached.
     Pass the arguments positionally and all five of them (the cache keys on them)."""
-    p = resolve_engine(engine, gpu)
+    m = _model_terms(model)
+    r = _rate_terms(gpu, layout.weight_precision, engine)
+    p = r.profile
     tp, dp, pp = layout.tp_size, layout.dp_size, layout.pp_size
     ep, moe_tp = layout.ep_size, layout.moe_tp_size
+    dcp, pcp = layout.dcp_size, layout.pcp_size
     w_bytes = BYTES_PER_VALUE[layout.weight_precision]
     kv_bytes = BYTES_PER_VALUE[layout.kv_precision]
-    compute = compute_precision(gpu, layout.weight_precision)
-    peak = gpu.peak_tflops(compute)
-    # The engine's Hopper-equivalent efficiencies on this generation and precision (published
-    # microbenchmark ratios, data/generations.yaml), capped below the peak; weight-only formats
-    # lose the in-kernel dequantization on top.
-    scales = generation_scales(gpu, compute)
-    gemm_scale = scales.gemm * (weight_only_dequant_scale() if is_weight_only(gpu, layout.weight_precision) else 1.0)
-    h = model.hidden_size
-
-    # Non-expert layer weights split over TP (replicated over attention-DP ranks).
-    dense_params = model.attention_params + model.dense_params_total
-    head_params = model.vocab_size * h
     # Values of KV per token per layer, per rank: heads shared over TP, sequence over DCP x PCP.
-    kv_rank_factor = kv_head_share(model, layout) / context_shards(layout) * kv_bytes
-    indexer_values = model.indexer_head_dim if model.attention_kind == "mla" else 0
-    main_values = model.kv_values_per_token_per_layer - indexer_values
-    nq_rank_dims = model.num_attention_heads / tp
-    v_dim = model.v_head_dim or model.head_dim
-    attn_per_ctx_layer = 2.0 * model.num_attention_heads * (model.head_dim + v_dim) / (tp * layout.pcp_size)
-    decode_per_ctx_layer = attn_per_ctx_layer
-    if model.attention_kind == "mla":
-        # Decode runs MLA in absorbed form: every head scores the 512 + 64 latent and sums the
-        # 512-wide latent values, more FLOPs per cached token than the prefill (expanded) form.
-        latent = model.kv_lora_rank or 0
-        decode_per_ctx_layer = 2.0 * model.num_attention_heads * (2 * latent + (model.qk_rope_head_dim or 0)) / (
-            tp * layout.pcp_size)
-
-    moe_layers = model.num_moe_layers
+    head_share = kv_head_share(model, layout)
+    kv_rank_factor = head_share / (dcp * pcp) * kv_bytes
+    attn_per_ctx_layer = m.attn_values_per_head / (tp * pcp)
+    decode_per_ctx_layer = m.decode_values_per_head / (tp * pcp)
     # Rank order: TP innermost, then attention DP; the MoE ranks (tp x dp) split moe_tp innermost,
     # then EP. A ``link`` override puts every collective on that one link.
     stage_link = link or intra_instance_link(gpu, layout.gpus_per_stage)
     return ForwardCoefficients(
-        profile=p, tp=tp, dp=dp, ep=ep, moe_tp=moe_tp, pp=pp, dcp=layout.dcp_size, pcp=layout.pcp_size,
-        num_layers=model.num_layers, hidden_size=h,
+        profile=p, tp=tp, dp=dp, ep=ep, moe_tp=moe_tp, pp=pp, dcp=dcp, pcp=pcp,
+        num_layers=m.num_layers, hidden_size=m.hidden_size,
         tp_link=link or collective_group_link(gpu, tp),
         moe_tp_link=link or collective_group_link(gpu, moe_tp),
         ep_link=link or collective_group_link(gpu, ep, moe_tp),
         moe_link=link or collective_group_link(gpu, tp * dp),
-        cp_gather_link=link or collective_group_link(gpu, layout.dcp_size * layout.pcp_size,
-                                                     tp // layout.dcp_size),
-        cp_link=link or collective_group_link(gpu, layout.pcp_size, tp),
+        cp_gather_link=link or collective_group_link(gpu, dcp * pcp, tp // dcp),
+        cp_link=link or collective_group_link(gpu, pcp, tp),
         pp_link=stage_link if pp == 1 else pipeline_link(gpu, layout.gpus_per_instance),
-        gemm_flops_per_s=peak * 1e12 * min(p.gemm_efficiency * gemm_scale, MAX_EFFICIENCY),
-        gemm_half_rows=p.gemm_half_efficiency_tokens * scales.half_rows,
-        dense_weight_bytes=dense_params * w_bytes / tp,
-        dense_flops_per_token=2.0 * dense_params / tp,
-        head_weight_bytes=head_params * BYTES_PER_VALUE["bf16"] / tp,
-        head_flops_per_logit=2.0 * head_params / tp,
-        activation_io_bytes_per_token=ACTIVATION_IO_HIDDEN_VECTORS_PER_LAYER * h * ACTIVATION_BYTES_PER_VALUE
-        * model.num_layers,
-        num_experts=model.num_experts,
-        experts_per_token=model.num_experts_per_token,
-        num_moe_layers=moe_layers,
-        expert_slice_bytes=model.expert_params * expert_bytes_per_value(model, layout.weight_precision) / moe_tp,
-        expert_slice_flops_per_token=2.0 * model.expert_params / moe_tp,
+        gemm_flops_per_s=r.gemm_flops_per_s,
+        gemm_half_rows=r.gemm_half_rows,
+        dense_weight_bytes=m.dense_params * w_bytes / tp,
+        dense_flops_per_token=2.0 * m.dense_params / tp,
+        head_weight_bytes=m.head_params * BYTES_PER_VALUE["bf16"] / tp,
+        head_flops_per_logit=2.0 * m.head_params / tp,
+        activation_io_bytes_per_token=m.activation_io_bytes_per_token,
+        num_experts=m.num_experts,
+        experts_per_token=m.experts_per_token,
+        num_moe_layers=m.num_moe_layers,
+        expert_slice_bytes=m.expert_params * expert_bytes_per_value(model, layout.weight_precision) / moe_tp,
+        expert_slice_flops_per_token=2.0 * m.expert_params / moe_tp,
         expert_pad_rows=expert_pad_rows(p),
         # vLLM and TensorRT-LLM route before the dispatch and send the top-k choices along; SGLang gathers
         # the hidden states and routes the gathered rows.
-        ep_dispatch_bytes_per_token=h * (BYTES_PER_VALUE[compute] if p.ep_dispatch_quantized
-                                         else ACTIVATION_BYTES_PER_VALUE)
-        + (0.0 if p.ep_exchange == "dp_gather" else model.num_experts_per_token * DISPATCH_ROUTING_BYTES_PER_CHOICE),
-        attention_flops_per_s=gpu.bf16_tflops * 1e12 * min(p.attention_efficiency * scales.attention, MAX_EFFICIENCY),
-        hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * min(p.memory_efficiency * scales.hbm, MAX_EFFICIENCY),
-        attn_flops_per_ctx_token_full=attn_per_ctx_layer * model.num_full_attention_layers,
-        decode_attn_flops_per_ctx_token_full=decode_per_ctx_layer * model.num_full_attention_layers,
-        attn_flops_per_ctx_token_sliding=attn_per_ctx_layer * model.num_sliding_window_layers,
-        indexer_flops_per_ctx_token=2.0 * model.indexer_num_heads * model.indexer_head_dim
-        * model.num_full_attention_layers / (tp * layout.pcp_size),
-        sliding_window_tokens=float(model.sliding_window_tokens or 0),
-        sparse_topk_tokens=float(model.indexer_topk_tokens or np.inf),
-        kv_main_bytes_per_token_full=model.num_full_attention_layers * main_values * kv_rank_factor,
-        kv_indexer_bytes_per_token_full=model.num_full_attention_layers * indexer_values * kv_rank_factor,
-        kv_bytes_per_token_sliding=model.num_sliding_window_layers * model.kv_values_per_token_per_layer
-        * kv_rank_factor,
-        linear_state_bytes_per_seq=model.linear_state_bytes_per_sequence / tp,
-        linear_flops_per_token=model.linear_attention_flops_per_token / tp,
-        allreduce_bytes_per_token=h * ACTIVATION_BYTES_PER_VALUE,
-        num_mixer_allreduces=model.num_layers,
-        num_dense_ffn_allreduces=model.num_dense_layers,
-        cp_gather_bytes_per_token=nq_rank_dims * (v_dim + 1) * ACTIVATION_BYTES_PER_VALUE * layout.dcp_size,
-        num_attention_layers=model.num_attention_layers,
-        kv_bytes_per_token_per_layer_rank=model.kv_values_per_token_per_layer * kv_head_share(model, layout)
-        * kv_bytes,
+        ep_dispatch_bytes_per_token=m.hidden_size * (BYTES_PER_VALUE[r.compute] if p.ep_dispatch_quantized
+                                                     else ACTIVATION_BYTES_PER_VALUE)
+        + (0.0 if p.ep_exchange == "dp_gather" else m.experts_per_token * DISPATCH_ROUTING_BYTES_PER_CHOICE),
+        attention_flops_per_s=r.attention_flops_per_s,
+        hbm_bytes_per_s=r.hbm_bytes_per_s,
+        attn_flops_per_ctx_token_full=attn_per_ctx_layer * m.num_full_attention_layers,
+        decode_attn_flops_per_ctx_token_full=decode_per_ctx_layer * m.num_full_attention_layers,
+        attn_flops_per_ctx_token_sliding=attn_per_ctx_layer * m.num_sliding_window_layers,
+        indexer_flops_per_ctx_token=m.indexer_flops_per_ctx_token / (tp * pcp),
+        sliding_window_tokens=m.sliding_window_tokens,
+        sparse_topk_tokens=m.sparse_topk_tokens,
+        kv_main_bytes_per_token_full=m.num_full_attention_layers * m.main_values * kv_rank_factor,
+        kv_indexer_bytes_per_token_full=m.num_full_attention_layers * m.indexer_values * kv_rank_factor,
+        kv_bytes_per_token_sliding=m.num_sliding_window_layers * m.kv_values_per_token_per_layer * kv_rank_factor,
+        linear_state_bytes_per_seq=m.linear_state_bytes_per_sequence / tp,
+        linear_flops_per_token=m.linear_attention_flops_per_token / tp,
+        allreduce_bytes_per_token=m.hidden_size * ACTIVATION_BYTES_PER_VALUE,
+        num_mixer_allreduces=m.num_layers,
+        num_dense_ffn_allreduces=m.num_dense_layers,
+        cp_gather_bytes_per_token=m.num_attention_heads / tp * (m.v_dim + 1) * ACTIVATION_BYTES_PER_VALUE * dcp,
+        num_attention_layers=m.num_attention_layers,
+        kv_bytes_per_token_per_layer_rank=m.kv_values_per_token_per_layer * head_share * kv_bytes,
     )
+
+
+def clear_coefficient_caches() -> None:
+    """Forget every cached coefficient: per layout, per model and per (GPU, precision, engine)."""
+    forward_coefficients.cache_clear()
+    _model_terms.cache_clear()
+    _rate_terms.cache_clear()
 
 
 def _gemm_time_s(c: ForwardCoefficients, work_s, rows):
