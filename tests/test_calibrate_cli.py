@@ -110,6 +110,33 @@ def _profile_with(profile_path: Path, tmp_path: Path, **constants) -> Path:
     return out
 
 
+def test_calibrate_starts_from_a_base_profile(profile_path, tmp_path, capsys):
+    """--base: the fit starts from that file's constants, and constants it does not fit keep them."""
+    base = _profile_with(profile_path, tmp_path, layer_overhead_us=55.0, memory_efficiency=0.6)
+    out = tmp_path / "refined.yaml"
+    code, output = _run(["calibrate", CSV, "--engine", "vllm", "--gpu", "H100", "--parameters", "step_overhead_ms",
+                         "--folds", "0", "--base", str(base), "--output", str(out)], capsys)
+    assert code == 0, output
+    refined = load_profile(out)
+    assert refined.constants["layer_overhead_us"] == 55.0 and refined.constants["memory_efficiency"] == 0.6
+    assert refined.fitted[0].before == load_profile(base).constants["step_overhead_ms"]
+    assert refined.provenance.base_profile.startswith("vllm: profile file")
+
+
+def test_calibrate_refuses_a_base_profile_of_another_engine(profile_path, tmp_path, capsys):
+    raw = yaml.safe_load(profile_path.read_text())
+    raw["engine"] = "sglang"
+    for band in raw["bands"]:
+        band["engine"] = "sglang"
+    other = tmp_path / "sglang.yaml"
+    other.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = tmp_path / "p.yaml"
+    code, output = _run(["calibrate", CSV, "--engine", "vllm", "--gpu", "H100", "--base", str(other),
+                         "--output", str(out)], capsys)
+    assert code != 0 and "--base" in output and "sglang" in output and "Traceback" not in output, output
+    assert not out.exists()
+
+
 def test_profile_changes_the_estimate_in_the_expected_direction(profile_path, tmp_path, capsys):
     code, output = _run(ESTIMATE, capsys)
     assert code == 0, output

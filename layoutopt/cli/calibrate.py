@@ -52,21 +52,31 @@ def _signed(value: float | None) -> str:
               help="the CSV runs were launched by AIConfigurator's generator, as reference/measurements were: replay "
                    "each with the step token budget its rules set (a step_token_budget column wins; without either, "
                    "the engine's default budget)")
+@click.option("--base", "base_path", default=None, type=click.Path(dir_okay=False),
+              help="start from this profile YAML (an earlier calibration of the same engine) instead of the built-in "
+                   "profile; constants not fitted keep its values")
 @click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False), help="profile YAML to write")
 @format_option
 def command(measurements, engine, gpu, model, tp, pp, ep, dp, precision, concurrency, run_info, parameters, folds,
-            loss, aiconfigurator_launch, output_path, output_format) -> None:
+            loss, aiconfigurator_launch, base_path, output_path, output_format) -> None:
     """Fit the engine x GPU-generation profile to MEASUREMENTS (measurement CSVs in the reference format,
     `vllm bench serve --save-result` JSON, aiperf/genai-perf profile_export JSON or CSV) and write it to
     --output, with the constants' standard errors, the error before and after, the k-fold error and the
     error bands that estimate and solve report when given --profile."""
     from layoutopt.calibrate.fitting import DEFAULT_PARAMETERS, calibrate_cases
     from layoutopt.calibrate.ingest import ingest
-    from layoutopt.calibrate.profile_file import write_profile
+    from layoutopt.calibrate.profile_file import load_profile, write_profile
+    from layoutopt.errors import InputError
     from layoutopt.calibrate.run_context import RunContext
     from layoutopt.perf_model.fit import fit_cases
     from layoutopt.plan import Layout
 
+    base = None
+    if base_path is not None:
+        base_file = load_profile(base_path)
+        if base_file.engine != engine:
+            raise InputError("--base", base_path, f"a profile of {engine} (--engine); this one is {base_file.engine}'s")
+        base = base_file.engine_profile()
     degrees = {f"{k}_size": v for k, v in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp)) if v is not None}
     if precision is not None:
         degrees["weight_precision"] = precision
@@ -85,7 +95,7 @@ def command(measurements, engine, gpu, model, tp, pp, ep, dp, precision, concurr
     args = sys.argv[sys.argv.index("calibrate") + 1:] if "calibrate" in sys.argv else list(measurements)
     command_line = "layoutopt calibrate " + " ".join(shlex.quote(a) for a in args)
     result = calibrate_cases(cases, engine, parameters=chosen, folds=folds, loss=loss, sources=sources,
-                             left_out=left_out, command=command_line)
+                             left_out=left_out, command=command_line, base=base)
     write_profile(result.profile, output_path)
     if output_format == "json":
         echo_json(result.profile)
