@@ -133,7 +133,20 @@ class EngineProfile(BaseModel):
                                       "steady + (first-round TTFT - steady) / rounds (closed_loop.py)")
     request_overhead_ms: float = Field(ge=0, description="per request, off the GPU: API server, tokenizer, "
                                                          "first-token detokenization and streaming")
+    disagg_overhead_ms: float = Field(default=0.0, ge=0, description="per request of a disaggregated deployment, "
+                                      "on top of request_overhead_ms, off the GPU: the router's hop to the prefill "
+                                      "worker, the prefill queue's messages and the decode worker taking the "
+                                      "request over once its KV has arrived (the KV transfer itself is costed by "
+                                      "kv_transfer.py)")
     source: str = Field(description="provenance of the numbers")
+
+    def request_overhead_s(self, role: str) -> float:
+        """Seconds a request of an instance in ``role`` spends off the GPU before its first token: the
+        request overhead where its prompt is prefilled (colocated or prefill), plus the disaggregated
+        path's at a prefill instance; none at a decode instance (it comes after the prefill's)."""
+        if role == "decode":
+            return 0.0
+        return (self.request_overhead_ms + (self.disagg_overhead_ms if role == "prefill" else 0.0)) * 1e-3
 
 
 @lru_cache(maxsize=1)

@@ -381,7 +381,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
         decode_step_s=decode_s, chunk_tokens=int(chunk),
         max_batch_size=batch_cap, prefill_servers=servers, server_chunk_tokens=rank_budget,
         step_facts=facts,
-        request_overhead_s=profile.request_overhead_ms * 1e-3 if role != "decode" else 0.0,
+        request_overhead_s=profile.request_overhead_s(role),
         prefill_step_fixed_s=fixed_s, prompts_per_step=per_step,
         pipeline_depth=layout.pp_size if role == "prefill" else 1, inverse_decode_steps_mean=inverse_steps,
         output_steps=terms.output_steps, output_weights=terms.output_weights,

@@ -35,6 +35,7 @@ __all__ = ["FIT_PARAMETERS", "FitResult", "LeftOut", "MeasuredCase", "benchmark_
 # rounds and the optional lockstep cohort).
 FIT_PARAMETERS: dict[str, tuple[float, float]] = {
     "request_overhead_ms": (0.5, 300.0),
+    "disagg_overhead_ms": (0.5, 500.0),
     "closed_loop_cohort_fraction": (0.01, 20.0),
     "closed_loop_cohort_exponent": (0.01, 1.0),
     "closed_loop_rounds": (1.0, 40.0),

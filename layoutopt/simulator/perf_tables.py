@@ -144,7 +144,7 @@ def pool_spec(model: ModelSpec, engine: str, pool: Pool, name: str, transfer: Ta
         max_batched_tokens=budget, kv_transfer_s=transfer or (lambda prompt_tokens: 0.0),
         routing_weight=pool.capacity_rps if pool.capacity_rps > 0 else float(pool.max_batch_size),
         pipeline_depth=layout.pp_size if pool.role == "prefill" else 1,
-        request_overhead_s=profile.request_overhead_ms * 1e-3 if pool.role != "decode" else 0.0,
+        request_overhead_s=profile.request_overhead_s(pool.role),
     )
 
 
