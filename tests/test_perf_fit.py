@@ -124,8 +124,10 @@ def test_load_cases_carries_the_attention_dp_balancing_of_the_reference_launches
 
 
 def test_load_cases_reads_trtllm_batch_waiting_columns(tmp_path):
-    # batch_wait_timeout_iters / batch_wait_max_tokens_ratio columns (the ratio clipped to [0, 1]); rows
-    # without them, and every reference row, keep batch waiting off. predict launches the profile with it.
+    # batch_wait_timeout_iters / batch_wait_max_tokens_ratio columns (the ratio clipped to [0, 1]); a row
+    # without them gets its reference launch's (InferenceX's Llama-3.1-70B 1k/1k launches below TP 8 waited,
+    # reference_protocol.INFERENCEX_TRTLLM_BATCH_WAIT) or none outside the reference launches. predict
+    # launches the profile with it.
     from layoutopt.perf_model.fit import _with_budget
 
     def row(rid, extra):
@@ -137,12 +139,14 @@ def test_load_cases_reads_trtllm_batch_waiting_columns(tmp_path):
     cases, left = load_cases(path)
     assert not left
     got = {c.row_id: (c.batch_wait_timeout_iters, c.batch_wait_max_tokens_ratio) for c in cases}
-    assert got == {"set": (20, 0.9), "big": (5, 1.0), "none": (0, 0.0)}
+    assert got == {"set": (20, 0.9), "big": (5, 1.0), "none": (20, 0.9)}
+    outside, _ = load_cases(path, aiconfigurator_launch=False)
+    assert [(c.batch_wait_timeout_iters, c.batch_wait_max_tokens_ratio) for c in outside][2] == (0, 0.0)
     trtllm = get_engine_profile("trtllm")
     assert trtllm.batch_wait_timeout_iters == 0
     launched = _with_budget(trtllm, cases[0])
     assert (launched.batch_wait_timeout_iters, launched.batch_wait_max_tokens_ratio) == (20, 0.9)
-    assert _with_budget(trtllm, cases[2]).batch_wait_timeout_iters == 0
+    assert _with_budget(trtllm, outside[2]).batch_wait_timeout_iters == 0
 
 
 def test_load_cases_replays_the_kv_cache_dtype_of_the_reference_launches(tmp_path):

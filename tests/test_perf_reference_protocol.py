@@ -112,3 +112,62 @@ def test_load_cases_reads_the_polling_interval_and_predict_launches_with_it(tmp_
     assert load_cases(path, aiconfigurator_launch=False)[0][0].scheduler_recv_interval == 1
     polled, unpolled = predict(cases[0]), predict(dataclasses.replace(cases[0], scheduler_recv_interval=1))
     assert polled[0] > unpolled[0] and polled[1] == pytest.approx(unpolled[1], rel=0.05)
+
+
+def test_inferencex_trtllm_launches_step_budget_and_batch_waiting():
+    # max_num_tokens of InferenceX's B200 TensorRT-LLM scripts: Llama 16384, gpt-oss 20000, DeepSeek
+    # ceil64(CONC + ISL + 64), at least 8192 from 2026-01-22; other GPUs and disaggregated rows: none known.
+    from layoutopt.perf_model.reference_protocol import reference_batch_wait, reference_trtllm_max_num_tokens
+    from layoutopt.plan import Layout
+
+    budget = reference_trtllm_max_num_tokens
+    assert budget("B200", "agg", "meta-llama/Llama-3.1-70B", 1024, 8, "") == 16384
+    assert budget("B200", "agg", "openai/gpt-oss-120b", 8192, 64, "2025-11-02") == 20000
+    assert budget("B200", "agg", "deepseek-ai/DeepSeek-R1", 1024, 8, "2026-01-14") == 1152  # 1096 up to 64s
+    assert budget("B200", "agg", "deepseek-ai/DeepSeek-V3", 1024, 8, "2026-02-03") == 8192
+    assert budget("B200", "agg", "deepseek-ai/DeepSeek-R1", 8192, 256, "2026-02-03") == 8512
+    assert budget("H100-SXM", "agg", "meta-llama/Llama-3.1-70B", 1024, 8, "") is None
+    assert budget("B200", "disagg", "meta-llama/Llama-3.1-70B", 1024, 8, "") is None
+    # Batch waiting: Llama-3.1-70B at 1k/1k below TP 8 only (70b_fp*_b200_trt_slurm.sh:27-31).
+    wait = reference_batch_wait
+    llama = "meta-llama/Llama-3.1-70B"
+    assert wait("trtllm", "B200", "agg", llama, 1024, 1024, Layout(tp_size=4)) == (20, 0.9)
+    assert wait("trtllm", "B200", "agg", llama, 1024, 1024, Layout(tp_size=8)) == (0, 0.0)
+    assert wait("trtllm", "B200", "agg", llama, 8192, 1024, Layout(tp_size=4)) == (0, 0.0)
+    assert wait("trtllm", "B200", "agg", "openai/gpt-oss-120b", 1024, 1024, Layout(tp_size=4)) == (0, 0.0)
+    assert wait("vllm", "B200", "agg", llama, 1024, 1024, Layout(tp_size=4)) == (0, 0.0)
+
+
+def test_batch_waiting_of_the_replayed_llama_launch_shows_in_its_ttft(tmp_path):
+    # The 1k/1k TP 4 row waits ~20 decode steps for a fuller batch; the TP 8 one (no waiting) does not.
+    def row(rid, tp):
+        return (f"{rid},trtllm,meta-llama/Llama-3.1-70B,b200_sxm,fp8,agg,1024,1024,4,fp8,fp8,"
+                f"{tp},1,1,{tp},1,{',' * 13},300.0,10.0\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER + row("tp4", 4) + row("tp8", 8))
+    cases, _ = load_cases(path)
+    by_id = {c.row_id: c for c in cases}
+    waited = predict(by_id["tp4"])
+    plain = predict(dataclasses.replace(by_id["tp4"], batch_wait_timeout_iters=0, batch_wait_max_tokens_ratio=0.0))
+    assert waited[0] > plain[0] + 10 * waited[1]
+    assert by_id["tp8"].batch_wait_timeout_iters == 0 and by_id["tp4"].step_token_budget == 16384
+
+
+def test_disaggregated_path_overhead_adds_to_ttft_of_disaggregated_deployments_only():
+    from layoutopt.perf_model.estimate import estimate
+    from layoutopt.plan import Layout
+
+    base = get_engine_profile("trtllm", "blackwell").model_copy(update={"disagg_overhead_ms": 0.0})
+    slow = base.model_copy(update={"disagg_overhead_ms": 100.0})
+    assert (base.request_overhead_s("prefill"), base.request_overhead_s("decode")) == (
+        base.request_overhead_ms * 1e-3, 0.0)
+    assert slow.request_overhead_s("prefill") == pytest.approx((base.request_overhead_ms + 100.0) * 1e-3)
+    assert slow.request_overhead_s("colocated") == base.request_overhead_s("colocated")
+    layout = Layout(tp_size=2)
+
+    def ttft(profile, **pools):
+        return estimate("llama-3.1-8b", "B200", engine=profile, isl=1024, osl=128, concurrency=8, **pools).ttft_ms.mean
+
+    split = {"prefill_layout": layout, "prefill_instances": 1, "decode_layout": layout, "decode_instances": 1}
+    assert ttft(slow, **split) - ttft(base, **split) == pytest.approx(100.0, rel=0.05)
+    assert ttft(slow, layout=layout) == ttft(base, layout=layout)

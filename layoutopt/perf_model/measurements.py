@@ -23,7 +23,8 @@ from layoutopt.errors import InputError, LayoutoptError
 from layoutopt.model_catalog import get_model
 from layoutopt.model_catalog.spec import FOUR_BIT_PRECISIONS
 from layoutopt.perf_model.reference_protocol import (
-    TRTLLM_BATCHING_WAIT_ITERS, benchmark_token_budget, reference_attention_dp_balance, reference_range_ratio,
+    TRTLLM_BATCHING_WAIT_ITERS, benchmark_token_budget, reference_attention_dp_balance, reference_batch_wait,
+    reference_range_ratio, reference_trtllm_max_num_tokens,
     reference_recv_interval)
 from layoutopt.perf_model.reference_kv import KV_CACHE_DTYPES, reference_kv_precision
 from layoutopt.plan import Layout
@@ -342,10 +343,15 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
         isl = int(float(row["isl"]))
         budget = _degree(row, "step_token_budget", 0) or None
         osl = int(float(row["osl"]))
+        if budget is None and aiconfigurator_launch and engine == "trtllm":
+            budget = reference_trtllm_max_num_tokens(gpu, mode, row["model"], isl, concurrency,
+                                                     (row.get("measured_date") or "").strip())
         if budget is None and aiconfigurator_launch:
             budget = benchmark_token_budget(engine, isl, concurrency, layout, prefill)
         balance = _attention_dp_balance(row, engine, mode, layout, aiconfigurator_launch)
         waiting = _batch_wait(row)
+        if waiting == (0, 0.0) and aiconfigurator_launch and _num(row.get("batch_wait_timeout_iters")) is None:
+            waiting = reference_batch_wait(engine, gpu, mode, row["model"], isl, osl, layout)
         cases.append(MeasuredCase(rid, engine, mode, row["model"], isl, osl,
                                   concurrency, layout, prefill, p_count, decode, d_count, batch, ttft, tpot,
                                   assumed, gpu, budget, *balance, *waiting,

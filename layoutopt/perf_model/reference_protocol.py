@@ -1,6 +1,8 @@
 """How the reference measurements were driven: the request lengths their client sent, how often SGLang's
-scheduler took new requests, and the launch settings of their TensorRT-LLM runs (attention-DP balancing)
-and of AIConfigurator's own (its step token budget rule, :func:`benchmark_token_budget`).
+scheduler took new requests, and the launch settings of their TensorRT-LLM runs (attention-DP balancing;
+InferenceX's B200 step budgets and batch waiting, :func:`reference_trtllm_max_num_tokens`,
+:func:`reference_batch_wait`) and of AIConfigurator's own (its step token budget rule,
+:func:`benchmark_token_budget`).
 
 A row's ``isl`` and ``osl`` are what the run asked for, not what every request had. InferenceX's
 single-node runs (the aggregated B200 rows, and H100's dated vLLM rows) draw each request's input and
@@ -145,11 +147,59 @@ def reference_attention_dp_balance(engine: str, mode: str, model_id: str, layout
     return INFERENCEX_TRTLLM_ATTENTION_DP_BALANCE.get(model_id)
 
 
+# max_num_tokens of InferenceX's TensorRT-LLM single-node B200 launches, which the aggregated B200 reference
+# rows ran (not AIConfigurator's generator rule, benchmark_token_budget): Llama-3.1-70B --max_num_tokens 16384
+# (70b_fp8_b200_trt_slurm.sh:53 and 70b_fp4_b200_trt_slurm.sh:53 at 9596d23d7, 2025-10-29, the rows' date),
+# gpt-oss-120b MAX_NUM_TOKENS=20000 (gptoss_fp4_b200_trt_slurm.sh:75 at ac1998a50, 2025-10-20, the same in
+# every version through b0c4ed21b, 2026-01-22, and single_node/gptoss_fp4_b200_trt.sh), DeepSeek-R1/V3
+# MAX_NUM_TOKENS = ceil64(CONC + ISL + 64) (dsr1_fp4_b200_trt_slurm.sh:90, dsr1_fp8_b200_trt_slurm.sh:60 at
+# 17d5e204f), at least 8192 from 64af5a771 (2026-01-21, for the evaluations that follow each run;
+# single_node/fixed_seq_len/dsr1_fp8_b200_trt.sh:97-99 at 843c6254f). So a Llama or gpt-oss step takes 16-19
+# prompts of 1024 tokens, a DeepSeek one about one (8 from 2026-01-22).
+INFERENCEX_TRTLLM_FIXED_MAX_NUM_TOKENS: dict[str, int] = {
+    "meta-llama/Llama-3.1-70B": 16384, "openai/gpt-oss-120b": 20000}
+INFERENCEX_TRTLLM_DSR1_FLOOR_SINCE = "2026-01-22"
+INFERENCEX_TRTLLM_DSR1_FLOOR_TOKENS = 8192
+# Batch waiting of InferenceX's Llama-3.1-70B TensorRT-LLM launches: batch_wait_max_tokens_ratio 0.9 and
+# batch_wait_timeout_iters 20 for ISL 1024 / OSL 1024 below TP 8, none otherwise ("For 1k/1k, use
+# batch_wait_max_tokens_ratio and batch_wait_timeout_iters will improve the performance",
+# 70b_fp8_b200_trt_slurm.sh and 70b_fp4_b200_trt_slurm.sh:27-31 at 9596d23d7). The DeepSeek-R1 FP8 script
+# sets 40 / 0.8 for 1k/1k at CONC >= 64 from ec7bafaae (2026-01-29) together with piecewise CUDA graphs,
+# which the replay does not model; not replayed.
+INFERENCEX_TRTLLM_BATCH_WAIT: dict[str, tuple[int, float]] = {"meta-llama/Llama-3.1-70B": (20, 0.9)}
+
+
+def reference_trtllm_max_num_tokens(gpu: str, mode: str, model_id: str, isl: int, concurrency: float,
+                                    date: str) -> int | None:
+    """max_num_tokens of an aggregated TensorRT-LLM B200 reference row's InferenceX launch
+    (:data:`INFERENCEX_TRTLLM_FIXED_MAX_NUM_TOKENS`, the DeepSeek rule), None for other rows."""
+    if gpu != "B200" or mode != "agg":
+        return None
+    if model_id in INFERENCEX_TRTLLM_FIXED_MAX_NUM_TOKENS:
+        return INFERENCEX_TRTLLM_FIXED_MAX_NUM_TOKENS[model_id]
+    if model_id in _DSR1:
+        tokens = int(math.ceil((concurrency + isl + 64) / 64) * 64)
+        late = bool(date) and date >= INFERENCEX_TRTLLM_DSR1_FLOOR_SINCE
+        return max(tokens, INFERENCEX_TRTLLM_DSR1_FLOOR_TOKENS) if late else tokens
+    return None
+
+
+def reference_batch_wait(engine: str, gpu: str, mode: str, model_id: str, isl: int, osl: int,
+                         layout: Layout | None) -> tuple[int, float]:
+    """(batch_wait_timeout_iters, batch_wait_max_tokens_ratio) of a reference row's launch
+    (:data:`INFERENCEX_TRTLLM_BATCH_WAIT`), (0, 0.0) where it was off or is not known."""
+    if (engine != "trtllm" or gpu != "B200" or mode != "agg" or layout is None or layout.tp_size >= 8
+            or (isl, osl) != (1024, 1024)):
+        return 0, 0.0
+    return INFERENCEX_TRTLLM_BATCH_WAIT.get(model_id, (0, 0.0))
+
+
 def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: Layout | None,
                            prefill_layout: Layout | None) -> int | None:
     """Tokens per scheduler step (one attention-DP rank's) the measurement's launch configured.
 
-    The reference rows were launched by AIConfigurator 0.12.0's generator, which sizes the step's
+    AIConfigurator's own reference rows were launched by its 0.12.0 generator (InferenceX's aggregated
+    B200 TensorRT-LLM rows by their scripts instead: :func:`reference_trtllm_max_num_tokens`), which sizes the step's
     token budget to about one prompt (generator/rule_plugin/*.rule): TensorRT-LLM
     ``max_num_tokens = max_batch_size + isl + 500`` rounded up to 32-token blocks, prefill workers
     ``isl + 500`` (trtllm.rule:13-19; chunked prefill off, backend_templates/trtllm/
