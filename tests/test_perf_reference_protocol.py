@@ -171,3 +171,41 @@ def test_disaggregated_path_overhead_adds_to_ttft_of_disaggregated_deployments_o
     split = {"prefill_layout": layout, "prefill_instances": 1, "decode_layout": layout, "decode_instances": 1}
     assert ttft(slow, **split) - ttft(base, **split) == pytest.approx(100.0, rel=0.05)
     assert ttft(slow, layout=layout) == ttft(base, layout=layout)
+
+
+def test_inferencex_vllm_launches_graph_prompt_steps_as_their_scripts_set():
+    from layoutopt.perf_model.reference_protocol import reference_vllm_graphed_prompt_tokens as graphed
+
+    assert graphed("vllm", "agg", "B200", "meta-llama/Llama-3.1-70B", 8, "") == 0  # FULL_DECODE_ONLY
+    assert graphed("vllm", "agg", "B200", "openai/gpt-oss-120b", 8, "2026-02-25") == 2048
+    assert graphed("vllm", "agg", "B200", "MiniMaxAI/MiniMax-M2.5", 8, "2026-03-11") == 512
+    assert graphed("vllm", "agg", "B200", "MiniMaxAI/MiniMax-M2.5", 8, "2026-04-08") == 2048
+    assert graphed("vllm", "agg", "B200", "moonshotai/Kimi-K2.5", 4, "2026-03-24") == 8  # 2 x --max-num-seqs
+    assert graphed("vllm", "agg", "B200", "moonshotai/Kimi-K2.5", 512, "2026-03-24") == 512
+    assert graphed("vllm", "agg", "H100-SXM", "meta-llama/Llama-3.1-70B", 8, "") is None
+    assert graphed("trtllm", "agg", "B200", "meta-llama/Llama-3.1-70B", 8, "") is None
+
+
+def test_eager_launch_floor_applies_only_to_prompt_steps_beyond_the_graphs():
+    # A prompt-carrying step of at most graphed_prompt_tokens replays a graph (no floor); a larger one, or any
+    # with graphed_prompt_tokens 0, lasts at least layers x eager_layer_launch_us.
+    from layoutopt.hardware_catalog.catalog import get_gpu
+    from layoutopt.model_catalog import get_model
+    from layoutopt.perf_model.step import mixed_step_time, mixed_step_time_array
+    from layoutopt.plan import Layout
+
+    model, gpu, layout = get_model("llama-3.1-8b"), get_gpu("B200"), Layout(tp_size=1)
+    base = get_engine_profile("vllm", "blackwell").model_copy(update={"eager_layer_launch_us": 2000.0})
+    floor_s = model.num_layers * 2000.0 * 1e-6
+
+    def step_s(profile, chunk):
+        return mixed_step_time(model, gpu, layout, chunk, 0, 4, 512, profile).total_s
+
+    graphed = base.model_copy(update={"graphed_prompt_tokens": 1024})
+    never = base.model_copy(update={"graphed_prompt_tokens": 0})
+    assert step_s(graphed, 256) < 0.5 * floor_s          # 260 tokens: graphed, a few ms of GPU work
+    assert step_s(graphed, 2048) >= floor_s               # 2052 tokens: eager
+    assert step_s(never, 256) >= floor_s
+    chunks = np.array([256.0, 2048.0])
+    vector = mixed_step_time_array(model, gpu, layout, chunks, np.zeros(2), np.full(2, 4.0), 512, graphed)
+    assert np.allclose(vector, [step_s(graphed, 256), step_s(graphed, 2048)], rtol=1e-12)

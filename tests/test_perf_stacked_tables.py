@@ -46,7 +46,7 @@ def _random_layouts(model, gpu, count: int, seed: int) -> list[Layout]:
 CASES = [("deepseek-v3", "GB200", "vllm"), ("deepseek-v3", "H100", "sglang"), ("deepseek-v3", "B200", "trtllm"),
          ("glm-5", "B200", "vllm"),
          ("gpt-oss-120b", "H100", "vllm"), ("qwen3.5-35b-a3b", "MI300X", "vllm"), ("qwen3-32b", "L4", "trtllm"),
-         ("llama-3.1-70b", "H200", "vllm")]
+         ("llama-3.1-70b", "H200", "vllm"), ("llama-3.1-70b", "B200", "vllm")]
 
 
 @pytest.mark.parametrize("model_name,gpu_name,engine", CASES)

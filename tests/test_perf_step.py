@@ -264,7 +264,7 @@ def test_groups_that_fit_a_node_stay_on_nvlink_inside_a_multi_node_instance():
 
 def test_steps_with_prompt_tokens_last_at_least_the_eager_launch_of_their_layers():
     # A profile whose engine graphs only decode steps: 500 us of host launches per layer.
-    eager = VLLM.model_copy(update={"eager_layer_launch_us": 500.0, "name": "eager"})
+    eager = VLLM.model_copy(update={"eager_layer_launch_us": 500.0, "graphed_prompt_tokens": 0, "name": "eager"})
     floor_s = LLAMA8.num_layers * 500e-6  # 32 layers: 16 ms
     short = prefill_time(LLAMA8, H100, Layout(tp_size=8), 16, engine=eager)
     graphed = prefill_time(LLAMA8, H100, Layout(tp_size=8), 16, engine=VLLM)

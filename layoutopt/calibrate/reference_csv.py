@@ -23,7 +23,7 @@ OPTIONAL_NUMERIC_COLUMNS = ("concurrency", "tp", "pp", "attention_dp", "moe_tp",
                             "decode_moe_ep", "decode_batch", "step_token_budget",
                             "attention_dp_balance_timeout_iters", "attention_dp_batching_wait_iters",
                             "batch_wait_timeout_iters", "batch_wait_max_tokens_ratio", "random_range_ratio",
-                            "scheduler_recv_interval")
+                            "scheduler_recv_interval", "graphed_prompt_tokens")
 # Columns that are shares: 0 <= x <= 1 (random_range_ratio: the client drew lengths uniformly on
 # int(isl x r) .. isl, as vLLM's and InferenceX's random dataset do; empty or 1: fixed lengths).
 FRACTION_COLUMNS = ("batch_wait_max_tokens_ratio", "random_range_ratio")

@@ -57,6 +57,12 @@ class EngineProfile(BaseModel):
                                          "in a step the engine runs without a CUDA graph (one that carries prompt "
                                          "tokens): such a step lasts at least layers x this, however little GPU "
                                          "work it holds (0: the engine graphs or compiles those steps too)")
+    graphed_prompt_tokens: int = Field(default=0, ge=0, description="the largest step, in tokens per rank, the "
+                                       "engine replays from a CUDA graph while it carries prompt tokens (vLLM's "
+                                       "piecewise graphs up to max_cudagraph_capture_size); larger steps, and every "
+                                       "step carrying prompt tokens when 0 (TensorRT-LLM's default, vLLM's "
+                                       "cudagraph_mode FULL_DECODE_ONLY), run eagerly and pay eager_layer_launch_us. "
+                                       "A launch setting, not fitted")
     allreduce_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")
     alltoall_latency_us: float = Field(ge=0, description="fixed cost of one EP dispatch or combine, whichever "
                                        "collective runs it (ep_exchange)")

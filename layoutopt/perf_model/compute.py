@@ -506,7 +506,13 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
         launch_s = c.num_layers * p.eager_layer_launch_us * 1e-6
         busy_s = compute_s + memory_s + comm_s + overhead_s
         floor_s = _max(launch_s - busy_s, 0.0)
-        if isinstance(prefill_tokens, np.ndarray):
-            floor_s = np.where(prefill_tokens > 0, floor_s, 0.0)
+        eager = prefill_tokens > 0 if isinstance(prefill_tokens, np.ndarray) else None
+        if p.graphed_prompt_tokens:  # steps up to that many tokens replay a graph (vLLM's piecewise graphs)
+            beyond = tokens > p.graphed_prompt_tokens
+            eager = beyond if eager is None else eager & beyond
+        if isinstance(eager, np.ndarray):
+            floor_s = np.where(eager, floor_s, 0.0)
+        elif eager is not None and not eager:
+            floor_s = 0.0
         overhead_s = overhead_s + floor_s
     return compute_s, memory_s, comm_s, overhead_s

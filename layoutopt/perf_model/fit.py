@@ -108,6 +108,8 @@ def _with_budget(profile: calibration.EngineProfile, case: MeasuredCase) -> cali
                     "batch_wait_max_tokens_ratio": case.batch_wait_max_tokens_ratio}
     if case.scheduler_recv_interval > 1:
         changes["scheduler_recv_interval"] = case.scheduler_recv_interval
+    if case.graphed_prompt_tokens is not None and case.graphed_prompt_tokens != profile.graphed_prompt_tokens:
+        changes["graphed_prompt_tokens"] = case.graphed_prompt_tokens
     if case.step_token_budget is not None:
         budget = case.step_token_budget
         if profile.name.split("~", 1)[0] == "sglang":

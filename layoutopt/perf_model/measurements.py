@@ -24,8 +24,8 @@ from layoutopt.model_catalog import get_model
 from layoutopt.model_catalog.spec import FOUR_BIT_PRECISIONS
 from layoutopt.perf_model.reference_protocol import (
     TRTLLM_BATCHING_WAIT_ITERS, benchmark_token_budget, reference_attention_dp_balance, reference_batch_wait,
-    reference_range_ratio, reference_trtllm_max_num_tokens,
-    reference_recv_interval)
+    reference_range_ratio, reference_recv_interval, reference_trtllm_max_num_tokens,
+    reference_vllm_graphed_prompt_tokens)
 from layoutopt.perf_model.reference_kv import KV_CACHE_DTYPES, reference_kv_precision
 from layoutopt.plan import Layout
 
@@ -90,6 +90,10 @@ class MeasuredCase:
     # SGLang's --scheduler-recv-interval the run's launch set (a scheduler_recv_interval column, else
     # reference_protocol.reference_recv_interval); 1: the scheduler polls every iteration.
     scheduler_recv_interval: int = 1
+    # vLLM: the largest step carrying prompt tokens the run's launch replayed from a CUDA graph (a
+    # graphed_prompt_tokens column, else reference_protocol.reference_vllm_graphed_prompt_tokens); None: the
+    # profile's (the engine's default launch).
+    graphed_prompt_tokens: int | None = None
 
 
 _REQUIRED = ("id", "backend", "model", "mode", "isl", "osl", "ttft_ms", "tpot_ms")
@@ -357,8 +361,23 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
                                   assumed, gpu, budget, *balance, *waiting,
                                   _range_ratio(row, aiconfigurator_launch),
                                   _recv_interval(row, engine, mode, gpu, precision, layout, concurrency,
-                                                 aiconfigurator_launch)))
+                                                 aiconfigurator_launch),
+                                  _graphed_prompt_tokens(row, engine, mode, gpu, concurrency, aiconfigurator_launch)))
     return cases, left_out
+
+
+def _graphed_prompt_tokens(row: dict, engine: str, mode: str, gpu: str, concurrency: float,
+                           reference_launch: bool) -> int | None:
+    """The largest prompt-carrying step a row's launch graphed: its ``graphed_prompt_tokens`` column, else
+    the reference launches' (:func:`reference_vllm_graphed_prompt_tokens`) when ``reference_launch``, else
+    None (the engine profile's)."""
+    written = _num(row.get("graphed_prompt_tokens"))
+    if written is not None:
+        return max(int(written), 0)
+    if not reference_launch:
+        return None
+    return reference_vllm_graphed_prompt_tokens(engine, mode, gpu, row["model"], concurrency,
+                                                (row.get("measured_date") or "").strip())
 
 
 def _range_ratio(row: dict, reference_launch: bool) -> float:

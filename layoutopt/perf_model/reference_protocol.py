@@ -194,6 +194,43 @@ def reference_batch_wait(engine: str, gpu: str, mode: str, model_id: str, isl: i
     return INFERENCEX_TRTLLM_BATCH_WAIT.get(model_id, (0, 0.0))
 
 
+# CUDA graphs of InferenceX's vLLM B200 launches for steps that carry prompt tokens (vLLM replays a step from a
+# graph only up to max_cudagraph_capture_size tokens, "If batch size > largest cudagraph_capture_sizes,
+# cudagraph will not be used", vllm 0.33.0 config/vllm.py:2443-2444; cudagraph_mode FULL_DECODE_ONLY graphs
+# decode steps alone). Llama-3.1-70B: cudagraph_mode FULL_DECODE_ONLY, so no prompt step is graphed
+# (70b_fp4_b200_docker.sh:33 and 70b_fp8_b200_docker.sh:23 at 9596d23d7, the rows' 2025-10-29 run).
+# gpt-oss-120b: graphs up to 2048 tokens (cuda-graph-sizes: 2048 in gptoss_fp4_b200_docker.sh at 9596d23d7;
+# max-cudagraph-capture-size: 2048 in single_node/gptoss_fp4_b200.sh:36 at 8944a358c, 2026-02-25).
+# MiniMax-M2.5: --max-cudagraph-capture-size 2048 from bddbf4031 (2026-04-03,
+# single_node/minimaxm2.5_fp8_b200.sh:50), vLLM's default before. Kimi-K2.5: --max-num-seqs $CONC and no
+# capture size (single_node/kimik2.5_{fp4,int4}_b200.sh:37 at 1cb92d21d, :41 at bddbf4031), so vLLM's default.
+# vLLM's default: min(2 x max_num_seqs, 512) (config/vllm.py _set_cudagraph_sizes; raised to 1024 on
+# data-center Blackwell by vllm-project/vllm#49390, 2026-07-22, after every reference row), capped by
+# max_num_batched_tokens (vllm 0.33.0 config/vllm.py:2552).
+VLLM_DEFAULT_GRAPH_CEILING_BEFORE_2026_07 = 512
+# The OpenAI server's default max_num_seqs on GPUs of >= 70 GiB (vllm 0.33.0 engine/arg_utils.py:2979-2981).
+VLLM_DEFAULT_MAX_NUM_SEQS = 1024
+INFERENCEX_VLLM_GRAPHED_PROMPT_TOKENS: dict[str, int] = {
+    "meta-llama/Llama-3.1-70B": 0, "openai/gpt-oss-120b": 2048}
+INFERENCEX_VLLM_MINIMAX_CAPTURE_SINCE = "2026-04-03"
+
+
+def reference_vllm_graphed_prompt_tokens(engine: str, mode: str, gpu: str, model_id: str, concurrency: float,
+                                         date: str) -> int | None:
+    """The largest prompt-carrying step an aggregated vLLM B200 reference row's InferenceX launch graphed
+    (:data:`INFERENCEX_VLLM_GRAPHED_PROMPT_TOKENS` and the rules above it), None for other rows."""
+    if engine != "vllm" or mode != "agg" or gpu != "B200":
+        return None
+    if model_id in INFERENCEX_VLLM_GRAPHED_PROMPT_TOKENS:
+        return INFERENCEX_VLLM_GRAPHED_PROMPT_TOKENS[model_id]
+    default = min(2 * VLLM_DEFAULT_MAX_NUM_SEQS, VLLM_DEFAULT_GRAPH_CEILING_BEFORE_2026_07)
+    if model_id == "MiniMaxAI/MiniMax-M2.5":
+        return 2048 if date and date >= INFERENCEX_VLLM_MINIMAX_CAPTURE_SINCE else default
+    if model_id == "moonshotai/Kimi-K2.5":
+        return min(2 * max(int(math.ceil(concurrency)), 1), VLLM_DEFAULT_GRAPH_CEILING_BEFORE_2026_07)
+    return None
+
+
 def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: Layout | None,
                            prefill_layout: Layout | None) -> int | None:
     """Tokens per scheduler step (one attention-DP rank's) the measurement's launch configured.

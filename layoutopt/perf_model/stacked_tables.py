@@ -183,7 +183,10 @@ def _stacked_pass(stack: _Stack, tokens: np.ndarray, logit_tokens, decode_seqs, 
     if p.eager_layer_launch_us and prefill is not None:
         launch_s = first.num_layers * p.eager_layer_launch_us * 1e-6
         busy_s = compute_s + 0.0 + comm_s + overhead_s
-        overhead_s = overhead_s + np.where(prefill_tokens > 0, np.maximum(launch_s - busy_s, 0.0), 0.0)
+        eager = prefill_tokens > 0
+        if p.graphed_prompt_tokens:
+            eager = eager & (tokens > p.graphed_prompt_tokens)
+        overhead_s = overhead_s + np.where(eager, np.maximum(launch_s - busy_s, 0.0), 0.0)
     return compute_s, comm_s, overhead_s
 
 
