@@ -37,6 +37,8 @@ class PoolDeployment(BaseModel):
                                    "(vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)")
     ep_exchange: str | None = Field(default=None, description="the EP exchange the plan's numbers cost "
                                     "(Plan.ep_exchange; None: the engine's built-in)")
+    graphed_prompt_tokens: int | None = Field(default=None, description="vLLM: the largest step the performance "
+                                              "model replays from a CUDA graph (graphed_prompt_tokens)")
     attention_backend: str | None = Field(default=None, description="--attention-backend the engine needs named "
                                           "(engines.attention_backend; None: the engine picks its own)")
     page_size: int | None = Field(default=None, description="SGLang --page-size of a prefill or decode pool: one "
@@ -192,6 +194,19 @@ def step_token_budget(release: EngineRelease, gpu) -> int:
     return int(resolve_engine(release.engine, gpu).max_num_batched_tokens)
 
 
+def graphed_prompt_tokens(release: EngineRelease, gpu) -> int | None:
+    """vLLM: the largest step, in tokens per rank, the performance model replays from a CUDA graph (its
+    profile's ``graphed_prompt_tokens``), which the launch pins with ``--max-cudagraph-capture-size`` where
+    vLLM's default would capture less: min(2 x max_num_seqs, 512; 1024 on data-center Blackwell) (vllm 0.33.0
+    config/vllm.py:2460-2470), so a pool with a small batch would otherwise run its prompt steps eagerly.
+    None for the other engines (their prompt steps run eagerly by default, as their profiles say)."""
+    from layoutopt.perf_model.calibration import resolve_engine
+
+    if release.engine != "vllm":
+        return None
+    return int(resolve_engine(release.engine, gpu).graphed_prompt_tokens) or None
+
+
 def disaggregated_page_sizes(plan: Plan, release: EngineRelease, model, gpus: list) -> list[int | None]:
     """Per pool, the ``--page-size`` an SGLang prefill or decode pool is launched with (None for the others).
 
@@ -291,6 +306,7 @@ def prepare(plan: Plan, engine: str | EngineRelease, model_id: str | None,
         pools.append(PoolDeployment(served=served, gpu_memory_utilization=math.floor(utilization * 100 + 1e-6) / 100,
                                     mem_fraction_static=math.floor(static * 100 + 1e-6) / 100, kv_sequences=fits,
                                     step_token_budget=budget, ep_exchange=plan.ep_exchange,
+                                    graphed_prompt_tokens=graphed_prompt_tokens(release, gpu),
                                     page_size=page_sizes[index],
                                     attention_backend=required_attention_backend(release.spec, model, gpu, pool.dcp_size),
                                     kv_cache_dtype=explicit_kv_cache_dtype(release.spec, model, gpu, pool.kv_precision),

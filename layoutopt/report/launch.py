@@ -172,8 +172,8 @@ def node_context(release: EngineRelease, deployment: PoolDeployment, instance: I
         bootstrap_port=instance.bootstrap_port, instance_index=instance.index,
         gpu_memory_utilization=deployment.gpu_memory_utilization, mem_fraction_static=deployment.mem_fraction_static,
         step_token_budget=deployment.step_token_budget, ep_exchange=deployment.ep_exchange,
-        page_size=deployment.page_size, attention_backend=deployment.attention_backend,
-        kv_cache_dtype=deployment.kv_cache_dtype, in_pod=in_pod)
+        graphed_prompt_tokens=deployment.graphed_prompt_tokens, page_size=deployment.page_size,
+        attention_backend=deployment.attention_backend, kv_cache_dtype=deployment.kv_cache_dtype, in_pod=in_pod)
 
 
 def command_lines(argv: tuple[str, ...], indent: str) -> list[str]:

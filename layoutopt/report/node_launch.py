@@ -61,6 +61,9 @@ class NodeContext(_Frozen):
                                           "(deployment.step_token_budget); None leaves the engine's default")
     ep_exchange: str | None = Field(default=None, description="the EP exchange the plan's numbers cost "
                                     "(Plan.ep_exchange); None: the engine's built-in profile's")
+    graphed_prompt_tokens: int | None = Field(default=None, description="vLLM: the largest step, in tokens, the "
+                                              "plan's numbers replay from a CUDA graph (deployment."
+                                              "graphed_prompt_tokens); None leaves the engine's default")
     attention_backend: str | None = Field(default=None, description="--attention-backend to name "
                                           "(deployment.attention_backend); None leaves the engine's choice")
     page_size: int | None = Field(default=None, description="SGLang --page-size of a prefill or decode server "

@@ -64,6 +64,19 @@ def max_num_seqs_per_rank(pool: Pool) -> int:
     return max(1, math.ceil(pool.max_batch_size / pool.dp_size))
 
 
+def _capture_size(pool: Pool, ctx: NodeContext) -> int | None:
+    """``--max-cudagraph-capture-size`` where vLLM's default, min(2 x max_num_seqs, its ceiling) (vllm 0.33.0
+    config/vllm.py:2460-2470), would graph fewer tokens than the plan's numbers assume
+    (deployment.graphed_prompt_tokens), capped by the step budget as vLLM caps it (:2552); None otherwise,
+    and for decode pools (their steps carry no prompt tokens; their decode batches stay within the default)."""
+    if not ctx.graphed_prompt_tokens or pool.role == "decode":
+        return None
+    wanted = ctx.graphed_prompt_tokens
+    if ctx.step_token_budget is not None:
+        wanted = min(wanted, ctx.step_token_budget)
+    return wanted if 2 * max_num_seqs_per_rank(pool) < wanted else None
+
+
 def _layout_args(pool: Pool, flags: EngineFlags, notes: list[str]) -> list[str]:
     args = ["--tensor-parallel-size", str(pool.tp_size), "--pipeline-parallel-size", str(pool.pp_size)]
     if pool.dcp_size > 1:
@@ -103,6 +116,9 @@ def vllm_node(pool: Pool, ctx: NodeContext, flags: EngineFlags) -> NodeLaunch:
     if ctx.step_token_budget is not None:
         # Per DP rank (each rank's scheduler has its own budget), as the performance model counts it.
         args += ["--max-num-batched-tokens", str(ctx.step_token_budget)]
+    capture = _capture_size(pool, ctx)
+    if capture is not None:
+        args += ["--max-cudagraph-capture-size", str(capture)]
     if pool.role in ("prefill", "decode"):
         kv_role = "kv_producer" if pool.role == "prefill" else "kv_consumer"
         config = {"kv_connector": "NixlConnector", "kv_role": kv_role}

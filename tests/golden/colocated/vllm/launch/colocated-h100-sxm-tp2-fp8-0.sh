@@ -15,4 +15,5 @@ exec vllm serve Qwen/Qwen3-32B-FP8 \
   --kv-cache-dtype fp8 \
   --max-num-seqs 128 \
   --gpu-memory-utilization 0.92 \
-  --max-num-batched-tokens 8192
+  --max-num-batched-tokens 8192 \
+  --max-cudagraph-capture-size 512

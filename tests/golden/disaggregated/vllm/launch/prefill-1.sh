@@ -21,4 +21,5 @@ exec vllm serve meta-llama/Llama-3.1-70B \
   --max-num-seqs 16 \
   --gpu-memory-utilization 0.92 \
   --max-num-batched-tokens 8192 \
+  --max-cudagraph-capture-size 512 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

@@ -21,4 +21,5 @@ exec vllm serve Qwen/Qwen3-235B-A22B-FP8 \
   --max-num-seqs 4 \
   --gpu-memory-utilization 0.92 \
   --max-num-batched-tokens 8192 \
+  --max-cudagraph-capture-size 512 \
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

@@ -21,6 +21,7 @@ case "$NODE_RANK" in
       --max-num-seqs 64 \
       --gpu-memory-utilization 0.92 \
       --max-num-batched-tokens 8192 \
+      --max-cudagraph-capture-size 512 \
       --distributed-executor-backend ray
     ;;
   1)  # gpu-node-02
