@@ -29,7 +29,7 @@ from layoutopt.errors import LayoutError
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog import get_model
 from layoutopt.perf_model import memory, step
-from layoutopt.perf_model.compute import clear_coefficient_caches
+from layoutopt.perf_model.coefficients import clear_coefficient_caches
 from layoutopt.plan import Layout
 from layoutopt.perf_model.step import decode_step_time_array, prefill_time_s
 

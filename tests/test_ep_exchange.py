@@ -10,7 +10,8 @@ from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model import collectives as coll
 from layoutopt.perf_model.calibration import get_engine_profile, list_profiles
-from layoutopt.perf_model.compute import forward_coefficients, moe_exchange_time_s
+from layoutopt.perf_model.coefficients import forward_coefficients
+from layoutopt.perf_model.compute import moe_exchange_time_s
 from layoutopt.perf_model.links import Link
 from layoutopt.plan import Layout, Pool
 from layoutopt.report.node_launch import node_launch

@@ -7,7 +7,7 @@ import pytest
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model.calibration import get_engine_profile, resolve_engine
-from layoutopt.perf_model.compute import forward_coefficients
+from layoutopt.perf_model.coefficients import forward_coefficients
 from layoutopt.perf_model.generations import (
     gemm_saturation,
     gemm_series,

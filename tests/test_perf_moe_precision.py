@@ -11,7 +11,8 @@ from layoutopt.model_catalog.catalog import get_model
 from layoutopt.perf_model.calibration import get_engine_profile
 import numpy as np
 
-from layoutopt.perf_model.compute import forward_coefficients, forward_pass_costs
+from layoutopt.perf_model.coefficients import forward_coefficients
+from layoutopt.perf_model.compute import forward_pass_costs
 from layoutopt.perf_model.expert_routing import (
     EXPERT_POPULARITY_ZIPF,
     expert_load_imbalance,

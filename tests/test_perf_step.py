@@ -235,7 +235,7 @@ def test_tp16_across_two_nodes_decodes_with_hierarchical_all_reduces():
     # NCCL 20 us + 2 NVLink hops + 2 network hops + 0.39 us of bytes = 32.39 us -> 3.95 ms a step
     # (a flat 16-GPU ring over the NIC charged 156 us each, 19 ms). SGLang measured ~8-9 ms TPOT.
     from layoutopt.perf_model import collectives as coll
-    from layoutopt.perf_model.compute import forward_coefficients
+    from layoutopt.perf_model.coefficients import forward_coefficients
     from layoutopt.perf_model.links import SpanningGroup
 
     deepseek = get_model("deepseek-r1")
@@ -253,7 +253,7 @@ def test_tp16_across_two_nodes_decodes_with_hierarchical_all_reduces():
 
 def test_groups_that_fit_a_node_stay_on_nvlink_inside_a_multi_node_instance():
     # TP4 x DP4 with EP16 on 16 H100: TP all-reduces inside a node, only the EP all-to-all spans.
-    from layoutopt.perf_model.compute import forward_coefficients
+    from layoutopt.perf_model.coefficients import forward_coefficients
     from layoutopt.perf_model.links import SpanningGroup, nvlink
 
     layout = Layout(tp_size=4, dp_size=4, ep_size=16, weight_precision="fp8")
@@ -340,7 +340,7 @@ def test_prefill_shares_its_stage_column_across_pipeline_depths(model, layout):
     import dataclasses
 
     from layoutopt.perf_model import step
-    from layoutopt.perf_model.compute import forward_coefficients
+    from layoutopt.perf_model.coefficients import forward_coefficients
 
     spec, gpu = get_model(model), get_gpu("H200")
     flat = layout.model_copy(update={"pp_size": 1})

@@ -32,7 +32,7 @@ from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import calibration, kv_transfer, memory, stacked_tables, step
 from layoutopt.perf_model.calibration import EngineLike, EngineProfile
 from layoutopt.plan import Layout, Role
-from layoutopt.perf_model.compute import forward_coefficients
+from layoutopt.perf_model.coefficients import forward_coefficients
 from layoutopt.perf_model.links import Link
 from layoutopt.workloads.workload import Workload
 from layoutopt.perf_model.workload_grids import DecodeGrid, WorkloadTerms, decode_batch_grid, read_only, workload_terms

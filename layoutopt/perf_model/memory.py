@@ -43,7 +43,7 @@ from layoutopt.perf_model.calibration import (
     EngineLike,
     resolve_engine,
 )
-from layoutopt.perf_model.compute import context_shards, expert_bytes_per_value, kv_head_share
+from layoutopt.perf_model.coefficients import context_shards, expert_bytes_per_value, kv_head_share
 from layoutopt.perf_model.memo import identity_memo
 from layoutopt.plan import Layout
 from layoutopt.perf_model.spans import local_domain_gpus, spans_domains

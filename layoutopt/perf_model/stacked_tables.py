@@ -28,9 +28,8 @@ from layoutopt.perf_model import collectives as coll
 from layoutopt.perf_model.calibration import (
     ACTIVATION_BYTES_PER_VALUE, LINEAR_ATTENTION_PREFILL_FLOPS_MULTIPLE, EngineLike, EngineProfile,
 )
-from layoutopt.perf_model.compute import (
-    ForwardCoefficients, _max, _min, forward_coefficients, moe_exchange_time_s,
-)
+from layoutopt.perf_model.coefficients import ForwardCoefficients, forward_coefficients
+from layoutopt.perf_model.compute import _max, _min, moe_exchange_time_s
 from layoutopt.perf_model.expert_routing import expected_max_of_normals, touched_expert_share
 from layoutopt.perf_model.memo import KeepAliveMemo
 

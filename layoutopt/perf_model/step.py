@@ -25,7 +25,8 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model import collectives as coll
 from layoutopt.perf_model.calibration import ACTIVATION_BYTES_PER_VALUE, EngineLike
-from layoutopt.perf_model.compute import ForwardCoefficients, forward_coefficients, forward_pass_costs
+from layoutopt.perf_model.coefficients import ForwardCoefficients, forward_coefficients
+from layoutopt.perf_model.compute import forward_pass_costs
 from layoutopt.perf_model.memo import KeepAliveMemo, identity_memo
 from layoutopt.plan import Layout
 from layoutopt.perf_model.links import Link, intra_instance_link
