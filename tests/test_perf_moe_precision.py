@@ -158,3 +158,16 @@ def test_estimate_serves_native_four_bit_checkpoints():
                        layout=Layout(tp_size=2, weight_precision="mxfp4"), concurrency=4)
     for result in (kimi, gpt_oss):
         assert result.tpot_ms.mean > 0 and not result.rule_violations
+
+
+def test_remembered_touched_share_is_the_formula_of_any_number_type():
+    """The scalar share is remembered by token count: an int, a float and a numpy float of one
+    count get the formula's own float."""
+    from layoutopt.perf_model.expert_routing import _untouched_log_by_class
+
+    log_untouched, share = _untouched_log_by_class(256, 8, EXPERT_POPULARITY_ZIPF)
+    for tokens in (1, 3.0, np.float64(517.0), 4096, 12345.5):
+        direct = 1.0 - float(np.exp(tokens * log_untouched) @ share)
+        for _ in range(2):
+            got = touched_expert_share(256, 8, tokens)
+            assert type(got) is float and got == direct

@@ -19,7 +19,6 @@ per-rate iteration, so a call costs a few step-time evaluations plus numpy work.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -34,7 +33,9 @@ from layoutopt.perf_model.calibration import EngineLike
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
+from layoutopt.perf_model.grids import geometric_grid
 from layoutopt.perf_model.load import Rows, colocated_rows, decode_rows, prefill_rows, rows_for
+from layoutopt.perf_model.load_prefill import _full_batch_occupancy, stacked_prefill_rows
 from layoutopt.perf_model.memo import KeepAliveMemo
 from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
@@ -309,16 +310,12 @@ def pool_capacities_rps(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Ro
     costs = phase_costs(model, gpu, layout, role, workload, engine, kv_link, allow_cross_domain=allow_cross_domain)
     ttft_t, tpot_t = _targets(slo, role)
     quantiles = _quantiles(ttft_t, tpot_t)
+    if role == "prefill":
+        return _prefill_pools_rps(costs, quantiles, ttft_t, tpot_t, num_instances, headroom)
     result = []
     for n in num_instances:
-        pool = costs
-        if role == "prefill":
-            pool = dataclasses.replace(costs, prefill_servers=costs.prefill_servers * n)
-            best = _best_row(pool, role, quantiles, ttft_t, tpot_t)
-            per_pool = 1.0  # the pooled prefill rows' rate is the whole pool's
-        else:
-            best = _best_row(costs, role, quantiles, ttft_t, tpot_t, instances=n)
-            per_pool = float(n)  # decode/colocated rows are per instance of the pool
+        best = _best_row(costs, role, quantiles, ttft_t, tpot_t, instances=n)
+        per_pool = float(n)  # decode/colocated rows are per instance of the pool
         if best is None:
             result.append(0.0)
             continue
@@ -327,9 +324,33 @@ def pool_capacities_rps(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Ro
             # One more refinement between the last row meeting the SLO and the next: pool gains of
             # a few percent are below the first refinement's step (about 3 % of the rate).
             axis = _load_axis(rows, role)
-            finer = _evaluate(pool if role == "prefill" else costs, role,
-                              np.linspace(axis[k], axis[k + 1], _FINE_POINTS), quantiles, n)
+            finer = _evaluate(costs, role, np.linspace(axis[k], axis[k + 1], _FINE_POINTS), quantiles, n)
             ok = _violation(finer, ttft_t, tpot_t) <= 1.0
             rows, k = finer, _last_meeting(ok)
         result.append(float(rows.rate_rps[k]) * per_pool * headroom)
     return result
+
+
+def _prefill_pools_rps(costs: PhaseCosts, quantiles, ttft, tpot, num_instances: Sequence[int],
+                       headroom: float) -> list[float]:
+    """``pool_capacities_rps`` of a prefill table: for each n, ``_best_row`` of the pool (``costs``
+    with n times the prefill servers, one queue; its rows' rate is the whole pool's) and one more
+    refinement, each step's rows of every pool in one ``stacked_prefill_rows`` call (the numbers
+    of each pool's own ``prefill_rows``)."""
+    servers = [costs.prefill_servers * n for n in num_instances]
+    occupancy = _full_batch_occupancy(costs)
+    grids = [geometric_grid(1e-4, 0.999, _COARSE_POINTS) * (max(s, 1) / occupancy) for s in servers]  # rows_for
+    state: dict[int, tuple[Rows, int]] = {}  # pool -> (rows, highest row meeting the SLO); absent: none meets
+    for i, rows in enumerate(stacked_prefill_rows(costs, grids, servers, quantiles)):
+        ok = _violation(rows, ttft, tpot) <= 1.0
+        if ok[0]:
+            state[i] = (rows, _last_meeting(ok))
+    for _ in range(2):  # _best_row's refinement, then pool_capacities_rps' own
+        axes = {i: np.linspace(rows.rate_rps[k], rows.rate_rps[k + 1], _FINE_POINTS)
+                for i, (rows, k) in state.items() if k + 1 < len(rows.rate_rps)}
+        if axes:
+            finer = stacked_prefill_rows(costs, list(axes.values()), [servers[i] for i in axes], quantiles)
+            for i, rows in zip(axes, finer):
+                state[i] = (rows, _last_meeting(_violation(rows, ttft, tpot) <= 1.0))
+    return [float(state[i][0].rate_rps[state[i][1]]) * 1.0 * headroom if i in state else 0.0
+            for i in range(len(servers))]

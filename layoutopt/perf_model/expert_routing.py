@@ -49,9 +49,17 @@ def touched_expert_share(num_experts: int, experts_per_token: int, tokens, skew:
     mean over experts of 1 - (1 - k p_i)^tokens; 1 - (1 - k/E)^tokens when ``skew`` is 0 (uniform)."""
     if skew <= 0.0:
         return 1.0 - (1.0 - experts_per_token / num_experts) ** tokens
-    log_untouched, share = _untouched_log_by_class(int(num_experts), int(experts_per_token), float(skew))
     if isinstance(tokens, np.ndarray):
+        log_untouched, share = _untouched_log_by_class(int(num_experts), int(experts_per_token), float(skew))
         return 1.0 - np.exp(np.multiply.outer(tokens, log_untouched)) @ share
+    return _touched_share_of(int(num_experts), int(experts_per_token), float(tokens), float(skew))
+
+
+@lru_cache(maxsize=4096)
+def _touched_share_of(num_experts: int, experts_per_token: int, tokens: float, skew: float) -> float:
+    """``touched_expert_share`` of one token count, remembered: a search's prefill passes ask for a
+    few hundred token counts (prompt lengths x batches) some ten thousand times."""
+    log_untouched, share = _untouched_log_by_class(num_experts, experts_per_token, skew)
     return 1.0 - float(np.exp(tokens * log_untouched) @ share)
 
 

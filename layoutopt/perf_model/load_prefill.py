@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -29,7 +30,8 @@ class PrefillSteps:
     busy: np.ndarray         # share of time the server runs steps
 
 
-def prefill_steps(costs: PhaseCosts, rate_rps: np.ndarray, iterations: int = 14) -> PrefillSteps:
+def prefill_steps(costs: PhaseCosts, rate_rps: np.ndarray, iterations: int = 14,
+                  servers: "int | np.ndarray | None" = None) -> PrefillSteps:
     """Steps of a prefill server that takes every waiting prompt (up to ``prompts_per_step``).
 
     A step of k prompts lasts S = T0 + sum t_i; the next holds the A(S) prompts that arrived
@@ -41,8 +43,9 @@ def prefill_steps(costs: PhaseCosts, rate_rps: np.ndarray, iterations: int = 14)
     Var S = (k Var t + t^2 lambda E[S]) / (1 - (rho (1 - P0))^2) (the arrivals of one step make
     the next, which an idle restart breaks). E[S] solves the monotone equation by bisection.
     Prompts longer than the token budget count as their chunks (a step holds at most the budget).
+    ``servers``: the pool's prefill servers (default the table's), or one count per rate.
     """
-    rate = np.asarray(rate_rps, dtype=float) / max(costs.prefill_servers, 1)
+    rate = np.asarray(rate_rps, dtype=float) / (max(costs.prefill_servers, 1) if servers is None else servers)
     depth = costs.pipeline_depth
     fixed = costs.prefill_step_fixed_s / depth
     own_mean, own_second = costs.prefill_moments(-costs.prefill_step_fixed_s)
@@ -90,7 +93,8 @@ def prefill_steps(costs: PhaseCosts, rate_rps: np.ndarray, iterations: int = 14)
 
 
 def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_scv: float = 1.0,
-                 quantiles: tuple[float, ...] = QUANTILES) -> Rows:
+                 quantiles: tuple[float, ...] = QUANTILES, servers: "np.ndarray | None" = None,
+                 blocks: Sequence[int] = ()) -> Rows:
     """Prefill pool at each rate: TTFT = wait + the batch step the prompt rides in + KV transfer.
 
     A server takes every waiting prompt up to the token budget (:func:`prefill_steps`). A prompt
@@ -101,14 +105,20 @@ def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_
     gathered ahead of it exceed the budget, for further full steps queueing at the full-batch
     rate. That wait is far less variable than an exponential: its spread stays the exponential
     part, the rest is a fixed delay in the service (mean kept). An idle server starts it at once.
+
+    ``servers`` (one count per rate, with ``blocks``: the row counts of the calls stacked) gives
+    each block of rows the numbers of its own call on the table with that many servers
+    (:func:`stacked_prefill_rows`).
     """
     quantiles = _with_defaults(quantiles)
     weights = costs.input_weights
-    servers = max(costs.prefill_servers, 1)
+    stacked = servers is not None
+    if not stacked:
+        servers = max(costs.prefill_servers, 1)
     if rate_rps is None:
         rate_rps = geometric_grid(1e-4, 0.999, _GRID_POINTS) * servers / _full_batch_occupancy(costs)
     rate = np.asarray(rate_rps, dtype=float)
-    steps = prefill_steps(costs, rate)
+    steps = prefill_steps(costs, rate, servers=servers)
     per_server = rate / servers
     own_mean = float(((costs.prefill_s - costs.prefill_step_fixed_s) * weights).sum())
     depth = costs.pipeline_depth
@@ -136,8 +146,12 @@ def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_
     # Those who find every server busy wait for the rest of one server's step (the router sends
     # them to the one with the least work) and the riders gathered with them.
     busy_wait = residual + riders_s
-    p_wait = util if servers == 1 else mgc_wait_arrays(rate, util * servers / np.maximum(rate, 1e-300), 0.0,
-                                                          servers, arrival_scv)[0]
+    if stacked:
+        p_wait = np.where(servers == 1, util, mgc_wait_arrays(rate, util * servers / np.maximum(rate, 1e-300), 0.0,
+                                                              servers, arrival_scv)[0])
+    else:
+        p_wait = util if servers == 1 else mgc_wait_arrays(rate, util * servers / np.maximum(rate, 1e-300), 0.0,
+                                                              servers, arrival_scv)[0]
     unstable = (rho_full >= 1.0) | (util >= 1.0)
     # Rest of the step + riders = S* (U + r), U uniform, S* gamma: far less variable than an
     # exponential; only its standard deviation (and the overflow's) stays random, the
@@ -152,13 +166,44 @@ def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_
     with np.errstate(divide="ignore", invalid="ignore"):
         cond = np.where(unstable, np.inf, np.where(rate <= 0, 0.0, cond))
     service = costs.prefill_s[None, :] + costs.kv_transfer_s + costs.request_overhead_s + fixed[:, None]
-    ttft_q = wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
+    ttft_q = _quantiles_by_block(p_wait, cond, service, weights, quantiles, blocks)
     ttft_mean = p_wait * cond + (service * weights[None, :]).sum(axis=1)
     stable = ~unstable
     zeros = np.zeros_like(rate)
     zq = np.zeros((len(rate), len(quantiles)))
     return Rows(quantiles, rate, zeros, np.where(stable, ttft_mean, np.inf), ttft_q, zeros, zq, util, stable,
                 p_wait, np.where(stable, cond, np.inf), service)
+
+
+def _quantiles_by_block(p_wait, cond, service, weights, quantiles, blocks: Sequence[int]) -> np.ndarray:
+    """``wait_plus_service_quantiles`` of each block of rows as its own call computes it: that function
+    sorts every row by its first row's service order, so blocks whose first rows sort otherwise
+    (a tie one shift rounds away) go alone."""
+    if len(blocks) < 2:
+        return wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
+    starts = np.cumsum([0, *blocks])[:-1]
+    orders = [np.argsort(service[start]) for start in starts]
+    if all(np.array_equal(order, orders[0]) for order in orders[1:]):
+        return wait_plus_service_quantiles(p_wait, cond, service, weights, quantiles)
+    return np.concatenate([wait_plus_service_quantiles(p_wait[a:a + n], cond[a:a + n], service[a:a + n], weights,
+                                                       quantiles) for a, n in zip(starts, blocks)])
+
+
+def stacked_prefill_rows(costs: PhaseCosts, rates: Sequence[np.ndarray], servers: Sequence[int],
+                         quantiles: tuple[float, ...] = QUANTILES) -> list[Rows]:
+    """``prefill_rows(pool_i, rates[i], 1.0, quantiles)`` of every pool i, ``costs`` with
+    ``servers[i]`` prefill servers (``dataclasses.replace(costs, prefill_servers=servers[i])``), in
+    one pass: every row's numbers depend on its rate and its pool's server count only (the same
+    operations, per row, as each pool's own call; tests/test_perf_stacked_prefill.py checks them equal)."""
+    blocks = [len(r) for r in rates]
+    counts = np.repeat(np.array([max(s, 1) for s in servers], dtype=float), blocks)
+    rows = prefill_rows(costs, np.concatenate(rates), 1.0, quantiles, servers=counts, blocks=blocks)
+    out, start = [], 0
+    for n in blocks:
+        part = slice(start, start + n)
+        out.append(Rows(rows.quantiles, *(getattr(rows, f.name)[part] for f in fields(Rows)[1:])))
+        start += n
+    return out
 
 
 def _chunk_items(costs: PhaseCosts) -> tuple[float, float]:

@@ -99,21 +99,44 @@ class WaitDistribution(BaseModel):
 NO_WAIT = WaitDistribution(wait_probability=0.0, conditional_mean_s=0.0)
 
 
-def erlang_c_array(num_servers: int, offered_load: np.ndarray) -> np.ndarray:
-    """Erlang C for an array of offered loads (1 where a >= c)."""
+def erlang_c_array(num_servers: "int | np.ndarray", offered_load: np.ndarray) -> np.ndarray:
+    """Erlang C for an array of offered loads (1 where a >= c); ``num_servers`` an int or one
+    count per load (each element then gets the numbers of its own count's call: the recursion
+    stops at its count)."""
     a = np.asarray(offered_load, dtype=float)
     erlang_b = np.ones_like(a)
-    for k in range(1, int(num_servers) + 1):
-        erlang_b = a * erlang_b / (k + a * erlang_b)
+    if np.ndim(num_servers):
+        erlang_b = _erlang_b_by_count(np.broadcast_to(num_servers, a.shape), a)
+    else:
+        for k in range(1, int(num_servers) + 1):
+            erlang_b = a * erlang_b / (k + a * erlang_b)
     rho = a / num_servers
     with np.errstate(divide="ignore", invalid="ignore"):
         out = erlang_b / (1.0 - rho + rho * erlang_b)
     return np.where(a >= num_servers, 1.0, np.where(a <= 0, 0.0, out))
 
 
-def mgc_wait_arrays(rate_rps: np.ndarray, mean_service_s: np.ndarray, service_scv: float, num_servers: int = 1,
-                    arrival_scv: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """(P(wait), E[W | W > 0] in s) of G/G/c by Allen-Cunneen, for arrays of rates and mean services.
+def _erlang_b_by_count(counts: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Erlang B of each load ``a`` over its own server count: the loads sorted by count, most
+    first, so that step k of the recursion updates the prefix of those with k servers or more
+    (each load gets the updates of its own count's recursion, in the same order)."""
+    flat, order = a.ravel(), np.argsort(-counts.ravel(), kind="stable")
+    loads, sorted_counts = flat[order], counts.ravel()[order]
+    b = np.ones_like(loads)
+    top = int(sorted_counts[0]) if len(loads) else 0
+    ends = np.searchsorted(-sorted_counts, -np.arange(1, top + 1), side="right").tolist()
+    for k, end in zip(range(1, top + 1), ends):
+        head, load = b[:end], loads[:end]
+        b[:end] = load * head / (k + load * head)
+    out = np.empty_like(flat)
+    out[order] = b
+    return out.reshape(a.shape)
+
+
+def mgc_wait_arrays(rate_rps: np.ndarray, mean_service_s: np.ndarray, service_scv: float,
+                    num_servers: "int | np.ndarray" = 1, arrival_scv: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(P(wait), E[W | W > 0] in s) of G/G/c by Allen-Cunneen, for arrays of rates and mean services
+    (``num_servers``: an int or one count per rate).
 
     E[W | W > 0] = E[S] / (c - a) x (ca^2 + cs^2) / 2 with a = lambda E[S]; Erlang C gives P(wait).
     Poisson arrivals have ca^2 = 1; the conditional mean is inf when a >= c (unstable).
