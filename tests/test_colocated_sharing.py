@@ -51,3 +51,23 @@ def test_sharing_penalty_matches_its_definition(preset, scale, batches):
     # The gap is a small difference of W values: compare at the scale of W (rounding cancels).
     assert np.allclose(got, want, rtol=0.0, atol=1e-10 * max(float(np.abs(extra).max()), 1e-12))
     assert np.abs(want).max() > 1e-6 * np.abs(extra).max() or n.max() < 1.0  # a real penalty was compared
+
+
+def test_a_launch_floor_shared_by_a_step_never_makes_a_prompt_cost_less_than_nothing():
+    # vLLM on B200 runs prompt steps above 1,024 tokens eagerly (a per-step floor, paid once however many
+    # prompts share the step); the sharing penalty prices the rest, so every prompt's average added step
+    # time stays >= 0. It went negative when the penalty also counted the floor's sharing, and the
+    # stacked TPOT ceilings took the log of a negative variance.
+    from layoutopt.perf_model.colocated_bounds import colocated_tpot_ceilings_rps
+    from layoutopt.perf_model.load_colocated import _colocated_tau
+    from layoutopt.perf_model.load_colocated import QUANTILES
+
+    costs = phase_costs(get_model("qwen3-8b"), get_gpu("B200"), Layout(weight_precision="fp8", kv_precision="fp8"),
+                        "colocated", preset_workload("chat"), "vllm", None, allow_cross_domain=True)
+    assert costs.prompt_floor_s is not None and costs.prompt_floor_s.max() > 0
+    n = np.geomspace(1, 1.05 * costs.max_batch_size, 60)  # up to ~5 prompts a step at the top
+    tau, rate, d, extra, effective = _colocated_tau(costs, n, 249.0, None)
+    assert (effective >= 0).all() and (tau >= d).all() and np.isfinite(rate).all()
+    with np.errstate(invalid="raise"):
+        ceiling, = colocated_tpot_ceilings_rps([costs], QUANTILES, {0.9: 1.0}, {0.9: 0.03}, 32, 12)
+    assert ceiling > 0
