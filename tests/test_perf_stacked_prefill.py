@@ -11,37 +11,16 @@ import pytest
 from layoutopt.errors import LayoutError
 from layoutopt.hardware_catalog.catalog import get_gpu
 from layoutopt.model_catalog.catalog import get_model
-from layoutopt.perf_model import capacity, memory
+from layoutopt.perf_model import capacity
 from layoutopt.perf_model.costs import phase_costs
 from layoutopt.perf_model.links import inter_node_link
 from layoutopt.perf_model.load_prefill import _quantiles_by_block, prefill_rows, stacked_prefill_rows
 from layoutopt.perf_model.queueing import erlang_c_array, wait_plus_service_quantiles
-from layoutopt.plan import Layout
 from layoutopt.workloads.presets import preset_workload
 from layoutopt.workloads.slo import SLO
+from test_perf_stacked_tables import _random_layouts
 
-DEGREES = (1, 2, 4, 8)
 POOLS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-
-
-def _random_layouts(model, gpu, count: int, seed: int) -> list[Layout]:
-    """Up to ``count`` distinct layouts that fit ``gpu`` (attention DP, PP and PCP included)."""
-    rng = np.random.default_rng(seed)
-    found: dict[str, Layout] = {}
-    for _ in range(count * 40):
-        tp, dp, pp = (int(rng.choice(DEGREES)) for _ in range(3))
-        pcp = int(rng.choice((1, 1, 2)))
-        ep = int(rng.choice([e for e in DEGREES if (tp * dp) % e == 0])) if model.num_moe_layers else 1
-        try:
-            layout = Layout(tp_size=tp, dp_size=dp, pp_size=pp, ep_size=ep, pcp_size=pcp,
-                            weight_precision=str(rng.choice(("bf16", "fp8"))), kv_precision="bf16")
-            memory.check_layout(model, gpu, layout, allow_cross_domain=True)
-        except (ValueError, LayoutError):
-            continue
-        found.setdefault(layout.model_dump_json(), layout)
-        if len(found) == count:
-            break
-    return list(found.values())
 
 
 def _tables(model_name: str, gpu_name: str, engine: str, workload: str, count: int = 12):
