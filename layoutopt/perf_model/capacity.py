@@ -34,8 +34,10 @@ from layoutopt.perf_model.costs import PhaseCosts, phase_costs
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.links import Link
 from layoutopt.perf_model.grids import geometric_grid
-from layoutopt.perf_model.load import Rows, colocated_rows, decode_rows, prefill_rows, rows_for
-from layoutopt.perf_model.load_prefill import _full_batch_occupancy, stacked_prefill_rows
+from layoutopt.perf_model.load import (
+    Rows, colocated_rows, decode_rows, prefill_rate_ceiling_rps, prefill_rows, rows_for,
+)
+from layoutopt.perf_model.load_prefill import stacked_prefill_rows
 from layoutopt.perf_model.memo import KeepAliveMemo
 from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
@@ -338,8 +340,7 @@ def _prefill_pools_rps(costs: PhaseCosts, quantiles, ttft, tpot, num_instances: 
     refinement, each step's rows of every pool in one ``stacked_prefill_rows`` call (the numbers
     of each pool's own ``prefill_rows``)."""
     servers = [costs.prefill_servers * n for n in num_instances]
-    occupancy = _full_batch_occupancy(costs)
-    grids = [geometric_grid(1e-4, 0.999, _COARSE_POINTS) * (max(s, 1) / occupancy) for s in servers]  # rows_for
+    grids = [geometric_grid(1e-4, 0.999, _COARSE_POINTS) * prefill_rate_ceiling_rps(costs, s) for s in servers]  # rows_for
     state: dict[int, tuple[Rows, int]] = {}  # pool -> (rows, highest row meeting the SLO); absent: none meets
     for i, rows in enumerate(stacked_prefill_rows(costs, grids, servers, quantiles)):
         ok = _violation(rows, ttft, tpot) <= 1.0
@@ -352,5 +353,5 @@ def _prefill_pools_rps(costs: PhaseCosts, quantiles, ttft, tpot, num_instances: 
             finer = stacked_prefill_rows(costs, list(axes.values()), [servers[i] for i in axes], quantiles)
             for i, rows in zip(axes, finer):
                 state[i] = (rows, _last_meeting(_violation(rows, ttft, tpot) <= 1.0))
-    return [float(state[i][0].rate_rps[state[i][1]]) * 1.0 * headroom if i in state else 0.0
+    return [float(state[i][0].rate_rps[state[i][1]]) * headroom if i in state else 0.0
             for i in range(len(servers))]

@@ -262,6 +262,14 @@ def recv_wait_s(costs: PhaseCosts, profile: EngineProfile | None, held: float, t
     return 0.5 * (interval - 1) * tpot
 
 
+def _gate_waits_s(costs: PhaseCosts, profile: EngineProfile | None, held: float, rate_rps: np.ndarray,
+                  tpot_s: np.ndarray) -> np.ndarray:
+    """TTFT a returning request spends at the engine's gates before its prefill, per load point: the
+    attention-DP balancing, TensorRT-LLM's batch waiting and SGLang's request polling."""
+    return (_balance_wait_s(costs, profile, held, rate_rps, tpot_s) + _batch_wait_s(costs, profile, held, rate_rps, tpot_s)
+            + recv_wait_s(costs, profile, held, tpot_s))
+
+
 def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: EngineProfile | None = None) -> LoadPoint:
     """Closed loop on one colocated instance (chunked prefill); see :func:`prompts_ahead`.
 
@@ -278,9 +286,7 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
     held = min(concurrency, float(costs.max_batch_size))
     cohort_s = prompts_ahead(held, profile) * costs.mean_input_tokens * costs.chunk_s_per_token
     grid = colocated_rows(costs, None, CLOSED_LOOP_ARRIVAL_SCV, population=held)
-    gate_s = (_balance_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s)
-              + _batch_wait_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s)
-              + recv_wait_s(costs, profile, held, grid.tpot_mean_s))
+    gate_s = _gate_waits_s(costs, profile, held, grid.rate_rps, grid.tpot_mean_s)
     population = grid.rate_rps * (grid.ttft_mean_s + cohort_s + gate_s + steps * grid.tpot_mean_s)
     found = _crossing(population, held, grid.stable)
     if found is None:  # saturated before holding them all: run at the last stable load
@@ -291,9 +297,7 @@ def colocated_closed_loop(costs: PhaseCosts, concurrency: float, profile: Engine
         batch = float(np.exp(np.log(grid.batch[k]) + frac * (np.log(grid.batch[k + 1]) - np.log(grid.batch[k])))
                       if frac > 0 else grid.batch[k])
     row = colocated_rows(costs, np.array([batch]), CLOSED_LOOP_ARRIVAL_SCV, population=held)
-    waits_s = (_balance_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s)
-               + _batch_wait_s(costs, profile, held, row.rate_rps, row.tpot_mean_s)
-               + recv_wait_s(costs, profile, held, row.tpot_mean_s))
+    waits_s = _gate_waits_s(costs, profile, held, row.rate_rps, row.tpot_mean_s)
     row = _with_ttft_added(row, cohort_s + float(waits_s[0]))
     return _finish(costs, row, concurrency, held if found is not None else None, steps, "colocated",
                    _first_round_s(held, costs.mean_input_tokens * costs.chunk_s_per_token,

@@ -144,8 +144,7 @@ def _stacked_tau(tables: Sequence[PhaseCosts], stack: "_Stack", parts: np.ndarra
     floor = None
     if first.prompt_floor_s is not None:
         floor = stack.prompt_floor_at(parts)
-    extra = extra + _sharing_penalty(view, n, extra if floor is None else extra - floor,
-                                     per_step / ranks if ranks > 1 else per_step)[:, None]
+    extra = extra + _sharing_penalty(view, n, extra, per_step / ranks if ranks > 1 else per_step, floor)[:, None]
     share = _stacked_lockstep_share(per_step, ranks, width, windows)[:, None] if ranks > 1 else None
     return tau_from_extras(d, n, steps, per_step, extra, share, floor, first.input_weights)
 

@@ -66,10 +66,11 @@ def rows_for(costs: PhaseCosts, phase: str, arrival_scv: float = 1.0,
     return colocated_rows(costs, batch_grid(costs, points), arrival_scv, quantiles, instances=instances)
 
 
-def prefill_rate_ceiling_rps(costs: PhaseCosts) -> float:
-    """The rate at which the prefill servers are busy all the time with full steps: the top of the
-    prefill load grid (every rate the prefill rows evaluate lies below it)."""
-    return max(costs.prefill_servers, 1) / _full_batch_occupancy(costs)
+def prefill_rate_ceiling_rps(costs: PhaseCosts, servers: int | None = None) -> float:
+    """The rate at which the prefill servers (the table's, or ``servers`` of them) are busy all the
+    time with full steps: the top of the prefill load grid (every rate the prefill rows evaluate lies
+    below it)."""
+    return max(costs.prefill_servers if servers is None else servers, 1) / _full_batch_occupancy(costs)
 
 
 def rows_at_rate(costs: PhaseCosts, phase: str, rate_rps: float, arrival_scv: float = 1.0,

@@ -276,9 +276,7 @@ def _colocated_tau(costs: PhaseCosts, n: np.ndarray, steps: float, population: f
     per_step = n / steps
     ranks = max(costs.prefill_servers, 1)
     floor = costs.prompt_floor_at(n)
-    # The floor's own sharing (paid once per step) is tau_from_extras'; the penalty prices the rest.
-    extra = extra + _sharing_penalty(costs, n, extra if floor is None else extra - floor,
-                                     per_step / ranks if ranks > 1 else per_step)[:, None]
+    extra = extra + _sharing_penalty(costs, n, extra, per_step / ranks if ranks > 1 else per_step, floor)[:, None]
     if ranks <= 1:
         share = None
     elif costs.prompts_in_rank_groups:
@@ -358,7 +356,8 @@ def lockstep_window(mu_max: float, ranks: int) -> int:
     return int(math.ceil((18.0 * math.sqrt(mu_max) + 18.0) / ranks)) + 2
 
 
-def _sharing_penalty(costs: PhaseCosts, n: np.ndarray, extra: np.ndarray, per_step: np.ndarray) -> np.ndarray:
+def _sharing_penalty(costs: PhaseCosts, n: np.ndarray, extra: np.ndarray, per_step: np.ndarray,
+                     floor: np.ndarray | None = None) -> np.ndarray:
     """Seconds added per prompt (rows) because prompts that arrive together share one mixed step.
 
     W(L, n) is a lone prompt's extra; the mixed step is roofline-shaped (the first prompt tokens
@@ -366,10 +365,12 @@ def _sharing_penalty(costs: PhaseCosts, n: np.ndarray, extra: np.ndarray, per_st
     W(L1 + L2) > W(L1) + W(L2): each co-rider forfeits that slack once. A step takes the prompts
     that arrived during the previous one, k ~ Poisson(mu), mu = lambda tau = n / (O - 1), so per
     prompt the penalty is E[W(L1 + L2) - W(L1) - W(L2); L1 + L2 within the budget] E[(k - 1)^+] / E[k].
-    ``extra`` is W without an eager launch floor: the floor is paid once per step whatever the
-    prompts (``tau_from_extras``), so in W it would count that saving twice and can take a prompt's
-    extra below zero.
+    W is ``extra`` without its eager launch ``floor`` (None: none): the floor is paid once per step
+    whatever the prompts (``tau_from_extras``), so in W it would count that saving twice and can take
+    a prompt's extra below zero.
     """
+    if floor is not None:
+        extra = extra - floor
     tokens, w = costs.input_tokens, costs.input_weights
     if len(tokens) < 2 or not np.any(extra):
         return np.zeros(len(n))

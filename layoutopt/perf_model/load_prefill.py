@@ -146,12 +146,11 @@ def prefill_rows(costs: PhaseCosts, rate_rps: np.ndarray | None = None, arrival_
     # Those who find every server busy wait for the rest of one server's step (the router sends
     # them to the one with the least work) and the riders gathered with them.
     busy_wait = residual + riders_s
-    if stacked:
+    if not stacked and servers == 1:
+        p_wait = util
+    else:  # (one count per row when stacked: the single-server rows keep util, as their own call does)
         p_wait = np.where(servers == 1, util, mgc_wait_arrays(rate, util * servers / np.maximum(rate, 1e-300), 0.0,
                                                               servers, arrival_scv)[0])
-    else:
-        p_wait = util if servers == 1 else mgc_wait_arrays(rate, util * servers / np.maximum(rate, 1e-300), 0.0,
-                                                              servers, arrival_scv)[0]
     unstable = (rho_full >= 1.0) | (util >= 1.0)
     # Rest of the step + riders = S* (U + r), U uniform, S* gamma: far less variable than an
     # exponential; only its standard deviation (and the overflow's) stays random, the

@@ -344,29 +344,41 @@ def load_cases(csv_path: str | Path, default_gpu: str | None = None,
         if not ttft or not tpot or ttft <= 0 or tpot <= 0:
             leave("no measured TTFT/TPOT")
             continue
-        isl = int(float(row["isl"]))
-        budget = _degree(row, "step_token_budget", 0) or None
-        osl = int(float(row["osl"]))
-        if budget is None and aiconfigurator_launch and engine == "trtllm":
-            budget = reference_trtllm_max_num_tokens(gpu, mode, row["model"], isl, concurrency,
-                                                     (row.get("measured_date") or "").strip())
-        if budget is None and aiconfigurator_launch:
-            budget = benchmark_token_budget(engine, isl, concurrency, layout, prefill)
-        balance = _attention_dp_balance(row, engine, mode, layout, aiconfigurator_launch)
-        waiting = _batch_wait(row)
-        if waiting == (0, 0.0) and aiconfigurator_launch and _num(row.get("batch_wait_timeout_iters")) is None:
-            waiting = reference_batch_wait(engine, gpu, mode, row["model"], isl, osl, layout)
+        isl, osl = int(float(row["isl"])), int(float(row["osl"]))
+        date = (row.get("measured_date") or "").strip()
+        reference = aiconfigurator_launch
         cases.append(MeasuredCase(rid, engine, mode, row["model"], isl, osl,
                                   concurrency, layout, prefill, p_count, decode, d_count, batch, ttft, tpot,
-                                  assumed, gpu, budget, *balance, *waiting,
-                                  _range_ratio(row, aiconfigurator_launch),
-                                  _recv_interval(row, engine, mode, gpu, precision, layout, concurrency,
-                                                 aiconfigurator_launch),
-                                  _graphed_prompt_tokens(row, engine, mode, gpu, concurrency, aiconfigurator_launch)))
+                                  assumed, gpu, _step_budget(row, engine, gpu, mode, isl, concurrency, date, layout,
+                                                             prefill, reference),
+                                  *_attention_dp_balance(row, engine, mode, layout, reference),
+                                  *_batch_wait(row, engine, gpu, mode, isl, osl, layout, reference),
+                                  _range_ratio(row, reference),
+                                  _recv_interval(row, engine, mode, gpu, precision, date, layout, concurrency, reference),
+                                  _graphed_prompt_tokens(row, engine, mode, gpu, concurrency, date, reference)))
     return cases, left_out
 
 
-def _graphed_prompt_tokens(row: dict, engine: str, mode: str, gpu: str, concurrency: float,
+# A row's launch settings, each from its own column when it has one, else (``reference_launch``) from
+# how the reference runs were launched (reference_protocol), else the engine's default.
+
+
+def _step_budget(row: dict, engine: str, gpu: str, mode: str, isl: int, concurrency: float, date: str,
+                 layout: Layout | None, prefill: Layout | None, reference_launch: bool) -> int | None:
+    """Tokens per scheduler step of one attention-DP rank: the ``step_token_budget`` column, else the
+    reference launches' (InferenceX's TensorRT-LLM B200 scripts, :func:`reference_trtllm_max_num_tokens`;
+    AIConfigurator's rule, :func:`benchmark_token_budget`), else None (the engine's default)."""
+    written = _degree(row, "step_token_budget", 0) or None
+    if written is not None or not reference_launch:
+        return written
+    if engine == "trtllm":
+        found = reference_trtllm_max_num_tokens(gpu, mode, row["model"], isl, concurrency, date)
+        if found is not None:
+            return found
+    return benchmark_token_budget(engine, isl, concurrency, layout, prefill)
+
+
+def _graphed_prompt_tokens(row: dict, engine: str, mode: str, gpu: str, concurrency: float, date: str,
                            reference_launch: bool) -> int | None:
     """The largest prompt-carrying step a row's launch graphed: its ``graphed_prompt_tokens`` column, else
     the reference launches' (:func:`reference_vllm_graphed_prompt_tokens`) when ``reference_launch``, else
@@ -376,8 +388,7 @@ def _graphed_prompt_tokens(row: dict, engine: str, mode: str, gpu: str, concurre
         return max(int(written), 0)
     if not reference_launch:
         return None
-    return reference_vllm_graphed_prompt_tokens(engine, mode, gpu, row["model"], concurrency,
-                                                (row.get("measured_date") or "").strip())
+    return reference_vllm_graphed_prompt_tokens(engine, mode, gpu, row["model"], concurrency, date)
 
 
 def _range_ratio(row: dict, reference_launch: bool) -> float:
@@ -390,7 +401,7 @@ def _range_ratio(row: dict, reference_launch: bool) -> float:
     return reference_range_ratio(row) if reference_launch else 1.0
 
 
-def _recv_interval(row: dict, engine: str, mode: str, gpu: str, precision: str, layout: Layout | None,
+def _recv_interval(row: dict, engine: str, mode: str, gpu: str, precision: str, date: str, layout: Layout | None,
                    concurrency: float, reference_launch: bool) -> int:
     """SGLang's --scheduler-recv-interval of a row: its ``scheduler_recv_interval`` column, else the
     reference launches' (:func:`~layoutopt.perf_model.reference_protocol.reference_recv_interval`) when
@@ -401,17 +412,17 @@ def _recv_interval(row: dict, engine: str, mode: str, gpu: str, precision: str, 
     if not reference_launch:
         return 1
     tp = layout.tp_size if layout is not None else 1
-    return reference_recv_interval(engine, mode, gpu, row["model"], precision, (row.get("measured_date") or "").strip(),
-                                   tp, concurrency)
+    return reference_recv_interval(engine, mode, gpu, row["model"], precision, date, tp, concurrency)
 
 
-def _batch_wait(row: dict) -> tuple[int, float]:
+def _batch_wait(row: dict, engine: str, gpu: str, mode: str, isl: int, osl: int, layout: Layout | None,
+                reference_launch: bool) -> tuple[int, float]:
     """(batch_wait_timeout_iters, batch_wait_max_tokens_ratio) of a row: its columns of those names (a
     TensorRT-LLM launch's batch waiting, :func:`~layoutopt.perf_model.closed_loop.batch_wait_steps`), else
-    off, the engine's default. The reference rows carry no such column."""
+    the reference launches' (:func:`reference_batch_wait`) when ``reference_launch``, else off."""
     written = _num(row.get("batch_wait_timeout_iters"))
     if written is None:
-        return 0, 0.0
+        return reference_batch_wait(engine, gpu, mode, row["model"], isl, osl, layout) if reference_launch else (0, 0.0)
     ratio = _num(row.get("batch_wait_max_tokens_ratio"))
     return max(int(written), 0), min(max(ratio or 0.0, 0.0), 1.0)
 

@@ -212,7 +212,7 @@ VLLM_DEFAULT_GRAPH_CEILING_BEFORE_2026_07 = 512
 VLLM_DEFAULT_MAX_NUM_SEQS = 1024
 INFERENCEX_VLLM_GRAPHED_PROMPT_TOKENS: dict[str, int] = {
     "meta-llama/Llama-3.1-70B": 0, "openai/gpt-oss-120b": 2048}
-INFERENCEX_VLLM_MINIMAX_CAPTURE_SINCE = "2026-04-03"
+INFERENCEX_VLLM_MINIMAX_CAPTURE, INFERENCEX_VLLM_MINIMAX_CAPTURE_SINCE = 2048, "2026-04-03"
 
 
 def reference_vllm_graphed_prompt_tokens(engine: str, mode: str, gpu: str, model_id: str, concurrency: float,
@@ -223,12 +223,17 @@ def reference_vllm_graphed_prompt_tokens(engine: str, mode: str, gpu: str, model
         return None
     if model_id in INFERENCEX_VLLM_GRAPHED_PROMPT_TOKENS:
         return INFERENCEX_VLLM_GRAPHED_PROMPT_TOKENS[model_id]
-    default = min(2 * VLLM_DEFAULT_MAX_NUM_SEQS, VLLM_DEFAULT_GRAPH_CEILING_BEFORE_2026_07)
     if model_id == "MiniMaxAI/MiniMax-M2.5":
-        return 2048 if date and date >= INFERENCEX_VLLM_MINIMAX_CAPTURE_SINCE else default
-    if model_id == "moonshotai/Kimi-K2.5":
-        return min(2 * max(int(math.ceil(concurrency)), 1), VLLM_DEFAULT_GRAPH_CEILING_BEFORE_2026_07)
+        late = bool(date) and date >= INFERENCEX_VLLM_MINIMAX_CAPTURE_SINCE
+        return INFERENCEX_VLLM_MINIMAX_CAPTURE if late else _vllm_default_capture(VLLM_DEFAULT_MAX_NUM_SEQS)
+    if model_id == "moonshotai/Kimi-K2.5":  # --max-num-seqs $CONC
+        return _vllm_default_capture(max(int(math.ceil(concurrency)), 1))
     return None
+
+
+def _vllm_default_capture(max_num_seqs: int) -> int:
+    """vLLM's max_cudagraph_capture_size when the launch names none, in the reference rows' versions."""
+    return min(2 * max_num_seqs, VLLM_DEFAULT_GRAPH_CEILING_BEFORE_2026_07)
 
 
 def benchmark_token_budget(engine: str, isl: int, concurrency: float, layout: Layout | None,
