@@ -305,12 +305,14 @@ def render(report: dict, title: str = "") -> str:
 
 def other_generation_profile(case):
     """Leave-one-GPU-out: the engine's profile fitted on the *other* GPU generation (H100 rows get
-    the Blackwell profile, B200 rows the Hopper one), carried over by the generation scales."""
+    the Blackwell profile, B200 rows the Hopper one), carried over by the generation scales. Constants
+    that profile took from the case's own generation (``carried_constants``) are reset to their defaults,
+    so no constant fitted on the predicted GPU's rows reaches its prediction."""
     from layoutopt.hardware_catalog.catalog import get_gpu
-    from layoutopt.perf_model.calibration import get_engine_profile
+    from layoutopt.perf_model.calibration import get_engine_profile, without_carried
 
     mine = get_gpu(case.gpu).generation or "hopper"
-    return get_engine_profile(case.engine, "hopper" if mine != "hopper" else "blackwell")
+    return without_carried(get_engine_profile(case.engine, "hopper" if mine != "hopper" else "blackwell"))
 
 
 def _check(name: str, value: float, limit: float) -> str:

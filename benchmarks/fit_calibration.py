@@ -196,6 +196,9 @@ def _fit_one(path, generation, engine, every, args, today, base) -> None:
         # An engine that runs its prompt steps without CUDA graphs (TensorRT-LLM) refits that floor too;
         # for the others it stays 0 (a fit starting at 0 would not see it: the floor is inactive there).
         params = params + ("eager_layer_launch_us",)
+        if base.eager_mla_layer_launch_us and any(get_model(c.model_id).attention_kind == "mla" for c in mine):
+            # ... and what an MLA layer adds to it, where MLA rows can see it.
+            params = params + ("eager_mla_layer_launch_us",)
     if args.parameters:
         params = tuple(p.strip() for p in args.parameters.split(",") if p.strip())
     start = _start_values(args.start)

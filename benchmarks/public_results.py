@@ -172,7 +172,8 @@ def _profile(engine: str, gpu: str, no_eager_floor: bool):
     from layoutopt.hardware_catalog.catalog import get_gpu
     from layoutopt.perf_model.calibration import resolve_engine
 
-    return resolve_engine(engine, get_gpu(gpu)).model_copy(update={"eager_layer_launch_us": 0.0})
+    return resolve_engine(engine, get_gpu(gpu)).model_copy(update={"eager_layer_launch_us": 0.0,
+                                                                    "eager_mla_layer_launch_us": 0.0})
 
 
 @lru_cache(maxsize=None)
@@ -198,7 +199,8 @@ def predict(row: dict[str, str], input_tokens: int = DEFAULT_INPUT_TOKENS,
             no_eager_floor: bool = False) -> Prediction | None:
     """The model's output tokens/s for one published row; None when its benchmark is not modelled.
 
-    ``no_eager_floor`` is a what-if: the profile without ``eager_layer_launch_us`` (the host launch
+    ``no_eager_floor`` is a what-if: the profile without ``eager_layer_launch_us`` and
+    ``eager_mla_layer_launch_us`` (the host launch
     floor of TensorRT-LLM steps that carry prompt tokens, fitted on the reference
     rows); MLPerf's NVIDIA harness runs prebuilt TensorRT engines (trtllm_build_flags in
     closed/NVIDIA/configs/*/llama2-70b.py), which that floor may not describe.

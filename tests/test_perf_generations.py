@@ -149,3 +149,23 @@ def test_mxfp4_takes_the_fp4_tensor_cores_figure():
         gpu = get_gpu(name)
         assert generation_scales(gpu, "mxfp4") == generation_scales(gpu, "fp4")
     assert generation_scales(get_gpu("B200"), "mxfp4").gemm < generation_scales(get_gpu("B200"), "bf16").gemm
+
+
+def test_carried_constants_name_constants_and_leave_one_gpu_out_drops_them():
+    from pydantic import ValidationError
+
+    from layoutopt.perf_model.calibration import without_carried
+
+    hopper = get_engine_profile("trtllm")
+    # The Hopper profile takes the MLA launch term from the Blackwell fit: its rows cannot identify it.
+    assert "eager_mla_layer_launch_us" in hopper.carried_constants
+    assert hopper.eager_mla_layer_launch_us == get_engine_profile("trtllm", "blackwell").eager_mla_layer_launch_us
+    own = without_carried(hopper)
+    assert own.eager_mla_layer_launch_us == 0.0 and own.carried_constants == ()
+    assert own.eager_layer_launch_us == hopper.eager_layer_launch_us  # fitted on Hopper rows: kept
+    plain = get_engine_profile("vllm")
+    assert without_carried(plain) is plain
+    with pytest.raises(ValidationError, match="carried_constants"):
+        hopper.model_validate(hopper.model_dump() | {"carried_constants": ("source",)})
+    with pytest.raises(ValidationError, match="carried_constants"):
+        hopper.model_validate(hopper.model_dump() | {"carried_constants": ("no_such_constant",)})

@@ -287,6 +287,26 @@ def test_steps_with_prompt_tokens_last_at_least_the_eager_launch_of_their_layers
                                                     engine=VLLM).total_s)
 
 
+def test_mla_layers_add_their_own_eager_launch_time():
+    # 500 us per layer and 1,000 more per MLA layer: DeepSeek-V3's 61 MLA layers take 91.5 ms to launch,
+    # Llama's GQA layers only the per-layer time, whatever the MLA term.
+    eager = VLLM.model_copy(update={"eager_layer_launch_us": 500.0, "eager_mla_layer_launch_us": 1000.0,
+                                    "graphed_prompt_tokens": 0, "name": "eager-mla"})
+    per_layer_only = eager.model_copy(update={"eager_mla_layer_launch_us": 0.0})
+    deepseek, layout = get_model("deepseek-v3"), Layout(tp_size=8, ep_size=8, weight_precision="fp8")
+    assert deepseek.attention_kind == "mla" and deepseek.num_layers == 61
+    short = prefill_time(deepseek, H100, layout, 16, engine=eager)
+    assert short.total_s == pytest.approx(61 * 1500e-6 + VLLM.step_overhead_ms * 1e-3, rel=1e-9)
+    assert prefill_time(deepseek, H100, layout, 16, engine=per_layer_only).total_s == pytest.approx(
+        61 * 500e-6 + VLLM.step_overhead_ms * 1e-3, rel=1e-9)
+    assert prefill_time(LLAMA8, H100, Layout(tp_size=8), 16, engine=eager).total_s == pytest.approx(
+        prefill_time(LLAMA8, H100, Layout(tp_size=8), 16, engine=per_layer_only).total_s)
+    # The MLA term alone (no per-layer one) still makes the step eager.
+    mla_only = eager.model_copy(update={"eager_layer_launch_us": 0.0})
+    assert prefill_time(deepseek, H100, layout, 16, engine=mla_only).total_s == pytest.approx(
+        61 * 1000e-6 + VLLM.step_overhead_ms * 1e-3, rel=1e-9)
+
+
 @pytest.mark.parametrize("tp,pp,batch,cached", [(1, 1, 1, 0), (4, 2, 3, 512), (8, 1, 16, 100)])
 def test_prefill_time_s_is_prefill_time_total(tp, pp, batch, cached):
     """The optimizer's float path gives the StepTime's total bit for bit."""

@@ -21,7 +21,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from layoutopt.errors import unknown_name_error
 from layoutopt.io_safe import load_package_yaml
@@ -57,6 +57,12 @@ class EngineProfile(BaseModel):
                                          "in a step the engine runs without a CUDA graph (one that carries prompt "
                                          "tokens): such a step lasts at least layers x this, however little GPU "
                                          "work it holds (0: the engine graphs or compiles those steps too)")
+    eager_mla_layer_launch_us: float = Field(default=0.0, ge=0, description="host time an MLA attention layer "
+                                             "adds to eager_layer_launch_us in such a step: its context path "
+                                             "launches the latent down-projections, their norms, the latent "
+                                             "up-projection that expands keys and values and the rotary split "
+                                             "as separate ops where a GQA layer runs one fused QKV GEMM and one "
+                                             "attention op")
     graphed_prompt_tokens: int = Field(default=0, ge=0, description="the largest step, in tokens per rank, the "
                                        "engine replays from a CUDA graph while it carries prompt tokens (vLLM's "
                                        "piecewise graphs up to max_cudagraph_capture_size); larger steps, and every "
@@ -144,7 +150,21 @@ class EngineProfile(BaseModel):
                                       "worker, the prefill queue's messages and the decode worker taking the "
                                       "request over once its KV has arrived (the KV transfer itself is costed by "
                                       "kv_transfer.py)")
+    carried_constants: tuple[str, ...] = Field(default=(), description="constants this profile takes from the "
+                                               "engine's fit on another GPU generation because its own rows cannot "
+                                               "identify them; leave-one-GPU-out resets them to their defaults")
     source: str = Field(description="provenance of the numbers")
+
+    @field_validator("carried_constants")
+    @classmethod
+    def _carried_are_constants(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        fields = cls.model_fields
+        unknown = [n for n in names if n not in fields or fields[n].is_required() or n == "carried_constants"]
+        if unknown:
+            raise ValueError(f"carried_constants {unknown} are not constants with a default; allowed: "
+                             + ", ".join(n for n, f in fields.items() if not f.is_required()
+                                         and n != "carried_constants"))
+        return names
 
     def request_overhead_s(self, role: str) -> float:
         """Seconds a request of an instance in ``role`` spends off the GPU before its first token: the
@@ -181,6 +201,16 @@ def get_engine_profile(engine: str, generation: str | None = None) -> EngineProf
     if (name, "hopper") not in profiles:
         raise unknown_name_error("engine", engine, list_engines())
     return profiles.get((name, generation or "hopper")) or profiles[(name, "hopper")]
+
+
+def without_carried(profile: EngineProfile) -> EngineProfile:
+    """``profile`` with the constants it carried from another generation's fit (``carried_constants``)
+    back at their defaults: what its own generation's rows alone support."""
+    if not profile.carried_constants:
+        return profile
+    fields = EngineProfile.model_fields
+    return profile.model_copy(update={name: fields[name].default for name in profile.carried_constants}
+                              | {"carried_constants": ()})
 
 
 # An engine by name ('vllm', 'sglang', 'trtllm') or a profile object (e.g. a trial while fitting).

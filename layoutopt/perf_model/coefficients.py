@@ -123,6 +123,9 @@ class ForwardCoefficients:
     cp_gather_bytes_per_token: float   # DCP/PCP attention output + LSE per attention layer
     num_attention_layers: int
     kv_bytes_per_token_per_layer_rank: float  # PCP ring exchange chunk per token
+    # Host time to launch one step's kernels without a CUDA graph (EngineProfile.eager_layer_launch_us
+    # per layer, plus eager_mla_layer_launch_us per MLA layer); 0 where the engine graphs its prompt steps.
+    eager_launch_s: float = 0.0
 
 
 def expert_pad_rows(profile: EngineProfile) -> float:
@@ -156,6 +159,7 @@ class _ModelTerms(NamedTuple):
     num_moe_layers: int
     num_dense_layers: int
     num_attention_layers: int
+    num_mla_layers: int
     num_experts: int
     experts_per_token: int
     expert_params: int
@@ -189,6 +193,7 @@ def _model_terms(model: ModelSpec) -> _ModelTerms:
         num_layers=model.num_layers, num_full_attention_layers=model.num_full_attention_layers,
         num_sliding_window_layers=model.num_sliding_window_layers, num_moe_layers=model.num_moe_layers,
         num_dense_layers=model.num_dense_layers, num_attention_layers=model.num_attention_layers,
+        num_mla_layers=model.num_full_attention_layers if model.attention_kind == "mla" else 0,
         num_experts=model.num_experts, experts_per_token=model.num_experts_per_token,
         expert_params=model.expert_params,
         activation_io_bytes_per_token=ACTIVATION_IO_HIDDEN_VECTORS_PER_LAYER * h * ACTIVATION_BYTES_PER_VALUE
@@ -302,6 +307,8 @@ def forward_coefficients(model: ModelSpec, gpu: GpuSpec, layout: Layout, engine:
         cp_gather_bytes_per_token=m.num_attention_heads / tp * (m.v_dim + 1) * ACTIVATION_BYTES_PER_VALUE * dcp,
         num_attention_layers=m.num_attention_layers,
         kv_bytes_per_token_per_layer_rank=m.kv_values_per_token_per_layer * head_share * kv_bytes,
+        eager_launch_s=(m.num_layers * p.eager_layer_launch_us + m.num_mla_layers * p.eager_mla_layer_launch_us)
+        * 1e-6,
     )
 
 

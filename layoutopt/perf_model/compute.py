@@ -198,12 +198,12 @@ def forward_pass_costs(c: ForwardCoefficients, *, tokens, logit_tokens, decode_s
     # Router, top-k, permute and un-permute kernels of every MoE layer: launches the grouped GEMM
     # does not hide.
     overhead_s = (c.num_layers * p.layer_overhead_us + c.num_moe_layers * p.moe_kernel_overhead_us) * 1e-6
-    if p.eager_layer_launch_us and (isinstance(prefill_tokens, np.ndarray) or prefill_tokens):
+    if c.eager_launch_s and (isinstance(prefill_tokens, np.ndarray) or prefill_tokens):
         # A step carrying prompt tokens runs eagerly where the engine graphs only decode steps
         # (TensorRT-LLM's default: data/engine_profiles.yaml): the host launches every kernel of
         # every layer, so the step lasts at least that launch time; GPU work shorter than it hides
         # below it (kernels run while later ones are being launched).
-        launch_s = c.num_layers * p.eager_layer_launch_us * 1e-6
+        launch_s = c.eager_launch_s
         busy_s = compute_s + memory_s + comm_s + overhead_s
         floor_s = _max(launch_s - busy_s, 0.0)
         eager = prefill_tokens > 0 if isinstance(prefill_tokens, np.ndarray) else None

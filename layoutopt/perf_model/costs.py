@@ -369,7 +369,7 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     batches = extra = floor = None
     if role == "colocated":
         batches, extra = _prompt_extra(model, gpu, layout, profile, terms, decode_grid, decode_s, decode_context)
-        if profile.eager_layer_launch_us:
+        if profile.eager_layer_launch_us or profile.eager_mla_layer_launch_us:
             _, graphed = _prompt_extra(model, gpu, layout, _without_launch_floor(profile), terms, decode_grid,
                                        decode_s, decode_context)
             floor = read_only(np.maximum(extra - graphed, 0.0))
@@ -411,7 +411,7 @@ def _decode_table(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
 @lru_cache(maxsize=64)
 def _without_launch_floor(profile: EngineProfile) -> EngineProfile:
     """``profile`` with its prompt steps graphed (no eager launch floor): the floor is the difference."""
-    return profile.model_copy(update={"eager_layer_launch_us": 0.0})
+    return profile.model_copy(update={"eager_layer_launch_us": 0.0, "eager_mla_layer_launch_us": 0.0})
 
 
 def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, terms: WorkloadTerms,

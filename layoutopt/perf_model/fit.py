@@ -51,6 +51,8 @@ FIT_PARAMETERS: dict[str, tuple[float, float]] = {
     "layer_overhead_us": (0.05, 40.0),
     # Host launch time of one layer's kernels outside CUDA graphs: tens of kernels at ~5-50 us each.
     "eager_layer_launch_us": (1.0, 2000.0),
+    # What an MLA layer adds to that: a handful more ops in its context path, each tens of us.
+    "eager_mla_layer_launch_us": (1.0, 4000.0),
     "allreduce_latency_us": (1.0, 80.0),
     "alltoall_latency_us": (1.0, 200.0),
     "moe_imbalance": (1.0, 4.0),

@@ -179,8 +179,8 @@ def _stacked_pass(stack: _Stack, tokens: np.ndarray, logit_tokens, decode_seqs, 
             c, prefill_tokens if prefill is None else prefill_tokens[rows],
             prefill_attn_s if prefill is None else prefill_attn_s[rows]))
     overhead_s = (first.num_layers * p.layer_overhead_us + first.num_moe_layers * p.moe_kernel_overhead_us) * 1e-6
-    if p.eager_layer_launch_us and prefill is not None:
-        launch_s = first.num_layers * p.eager_layer_launch_us * 1e-6
+    if first.eager_launch_s and prefill is not None:
+        launch_s = first.eager_launch_s
         busy_s = compute_s + 0.0 + comm_s + overhead_s
         eager = prefill_tokens > 0
         if p.graphed_prompt_tokens:
