@@ -7,6 +7,12 @@ generation and mode, printed; with ``--write`` stored in ``layoutopt/calibrate/d
 Rows: those a fit learns from (``perf_model.fit.fit_cases``: each measurement once, no guessed
 disaggregated worker counts) of ``reference/measurements/h100_sxm.csv`` and ``b200_sxm.csv``.
 Rerun with --write after any refit of the built-in constants.
+
+Besides one band per engine, generation and mode, each engine gets ``carried`` bands
+(``calibrate.bands.CARRIED``): the same rows predicted with the profile fitted on the *other*
+generation (H100 rows with the Blackwell profile, B200 rows with the Hopper one, as
+``accuracy.py --leave-one-gpu-out`` predicts them), pooled. They are the bands of GPU generations
+without rows of their own (a profile carried to them), not of H100 or B200.
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from accuracy import measurements_dir  # noqa: E402
+from accuracy import measurements_dir, other_generation_profile  # noqa: E402
 
-from layoutopt.calibrate.bands import BUILTIN_BANDS_FILE, bands_from_residuals  # noqa: E402
+from layoutopt.calibrate.bands import BUILTIN_BANDS_FILE, CARRIED, bands_from_residuals  # noqa: E402
 from layoutopt.calibrate.generation import gpu_generation  # noqa: E402
 from layoutopt.perf_model.fit import fit_cases, load_cases, log_residuals  # noqa: E402
 
@@ -47,7 +53,24 @@ def builtin_bands() -> list:
         files = ", ".join(sorted(sources[engine, generation]))
         basis = f"built-in {engine} profile on reference/measurements/{files} (rows the built-in fit uses)"
         bands += bands_from_residuals(engine, generation, [c.mode for c in cases], residuals, basis)
+    for engine in sorted({engine for engine, _ in groups}):
+        bands += carried_bands(engine, {generation: cases for (e, generation), cases in groups.items() if e == engine})
     return bands
+
+
+def carried_bands(engine: str, by_generation: dict[str, list]) -> list:
+    """The engine's ``carried`` bands: every generation's rows predicted with the profile fitted on
+    another generation (``accuracy.other_generation_profile``), pooled."""
+    cases, residuals, parts = [], [], []
+    for generation, rows in sorted(by_generation.items()):
+        profile = other_generation_profile(rows[0])  # one profile per engine and generation
+        residuals.append(log_residuals(rows, profile))
+        cases += rows
+        parts.append(f"{rows[0].gpu} rows with the {profile.generation.capitalize()} fit")
+    if not cases:
+        return []
+    basis = f"leave-one-GPU-out residuals of the built-in {engine} profiles ({', '.join(parts)})"
+    return bands_from_residuals(engine, CARRIED, [c.mode for c in cases], np.concatenate(residuals), basis)
 
 
 def main() -> None:

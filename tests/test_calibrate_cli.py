@@ -222,6 +222,33 @@ def test_a_gpu_of_no_known_generation_gets_an_unknown_band():
     assert "error unknown" in band.shown()
 
 
+
+def test_a_generation_without_reference_rows_gets_the_carried_band():
+    """MI300X (CDNA3) has no reference rows: its band is the leave-one-GPU-out one, wider than the
+    in-sample band of the GPUs the profiles were fitted on, not Hopper's band passed off as its own."""
+    from layoutopt.calibrate.apply import error_band
+
+    carried, hopper = error_band("vllm", "MI300X", "colocated"), error_band("vllm", "H100-SXM", "colocated")
+    assert (carried.gpu_generation, hopper.gpu_generation) == ("cdna3", "hopper")
+    assert carried.num_rows > hopper.num_rows > 0
+    assert "leave-one-GPU-out" in carried.basis and "cdna3 colocated has no reference rows" in carried.basis
+    assert carried.ttft.mdape_pct > hopper.ttft.mdape_pct and carried.tpot.mdape_pct > hopper.tpot.mdape_pct
+    assert "leave-one-GPU-out" not in hopper.basis
+
+
+def test_too_few_rows_of_a_generation_fall_back_to_the_carried_band_and_none_stays_unknown():
+    from layoutopt.calibrate.apply import error_band
+    from layoutopt.calibrate.bands import CARRIED, builtin_bands
+
+    stored = {(b.engine, b.gpu_generation, b.mode): b for b in builtin_bands()}
+    assert stored["sglang", "hopper", "disaggregated"].ttft is None  # 4 rows: no spread of its own
+    band = error_band("sglang", "H100-SXM", "disaggregated")
+    assert band.ttft == stored["sglang", CARRIED, "disaggregated"].ttft and band.gpu_generation == "hopper"
+    assert "has 4 reference rows, too few for a band" in band.basis
+    # vLLM has no disaggregated B200 rows and too few carried ones (H100's 3): the error stays unknown
+    unknown = error_band("vllm", "B200", "disaggregated")
+    assert unknown.ttft is None and "error unknown" in unknown.shown()
+
 def test_solve_plans_with_the_profile(profile_path, tmp_path):
     from layoutopt import api
 

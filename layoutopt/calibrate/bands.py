@@ -5,6 +5,13 @@ exp(-residual) at p10, p50 and p90 with the median absolute % error and the shar
 The built-in profiles' bands live in ``data/builtin_bands.yaml``, computed from the reference
 measurements by ``benchmarks/error_bands.py --write`` (rerun it after a refit of the built-in
 constants); a profile file carries its own (``layoutopt calibrate``).
+
+A GPU generation without reference rows of its own (Ampere, Ada, CDNA; or a mode a generation has
+no rows of) is predicted with a profile carried from another generation, so its band is the
+carried one (``CARRIED``): the residuals of each reference GPU's rows predicted with the profile
+fitted on the other generation (``benchmarks/accuracy.py --leave-one-gpu-out``), the error
+measured where a profile meets a generation it was not fitted on. It is not an in-sample band of
+the reference GPUs passed off as the new one's.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ CASE_MODES = {"agg": "colocated", "disagg": "disaggregated"}
 BUILTIN_BANDS_FILE = "data/builtin_bands.yaml"
 # Fewest rows whose p10 / p90 a band reports; fewer say "too few rows" instead of a spread.
 MIN_BAND_ROWS = 5
+# gpu_generation of the built-in bands taken from carried-over predictions (module doc).
+CARRIED = "carried"
 
 
 def latency_band(residuals: np.ndarray) -> LatencyBand | None:
@@ -63,10 +72,28 @@ def builtin_bands() -> tuple[ErrorBand, ...]:
     return tuple(ErrorBand.model_validate(item) for item in (load_package_yaml(text) or []))
 
 
-def builtin_band(engine: str, generation: str, mode: str) -> ErrorBand:
-    """The built-in profile's band; one with no rows (error unknown) where none were measured."""
+def _stored_band(engine: str, generation: str, mode: str) -> ErrorBand | None:
     for band in builtin_bands():
         if (band.engine, band.gpu_generation, band.mode) == (engine, generation, mode):
             return band
+    return None
+
+
+def builtin_band(engine: str, generation: str, mode: str) -> ErrorBand:
+    """The built-in profile's band for ``generation``: its own reference rows' where it has some with
+    a spread, else the carried band (module doc), else one with no rows (error unknown)."""
+    own = _stored_band(engine, generation, mode)
+    if own is not None and own.ttft is not None and own.tpot is not None:
+        return own
+    carried = _stored_band(engine, CARRIED, mode)
+    if carried is not None and carried.ttft is not None and carried.tpot is not None:
+        mine = (f"has {own.num_rows} reference rows, too few for a band" if own is not None
+                else "has no reference rows")
+        return carried.model_copy(update={
+            "gpu_generation": generation,
+            "basis": f"{generation} {mode} {mine}: the band of a profile carried to a generation it was not "
+                     f"fitted on, from the {carried.basis}"})
+    if own is not None:
+        return own
     return ErrorBand(engine=engine, gpu_generation=generation, mode=mode, num_rows=0,
                      basis="built-in profile; no reference measurements of this engine, generation and mode")
