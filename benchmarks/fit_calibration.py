@@ -74,9 +74,14 @@ def _replace_block(text: str, engine: str, values: dict[str, float], source: str
         block = re.sub(rf"^(  {key}:).*$", lambda m: f"{m.group(1)} {value:.4g}", block, flags=re.M)
     old = re.search(r"^  source:(.*\n(?:    .*\n)*)", block, re.M)
     previous = " ".join(old.group(1).replace(">-", " ").split()) if old else ""
-    # Keep the first-principles provenance of the fields the fit does not move.
-    previous = previous.split(_BEFORE, 1)[-1].strip()
-    text_source = source + (f" {_BEFORE} {previous}" if previous else "")
+    earlier, _, first_principles = previous.rpartition(_BEFORE)
+    earlier, first_principles = earlier.strip(), (first_principles if earlier else previous).strip()
+    # A fit of some constants keeps the provenance of the earlier fit of the others; the first-principles
+    # provenance of the fields no fit moves is kept either way.
+    earlier = earlier.split(_EARLIER, 1)[-1].strip()
+    refit_all = all(name in values for name in re.findall(r"([a-z_]+) [-0-9.e+]+ \+-", earlier))
+    text_source = source + (f" {_EARLIER} {earlier}" if earlier and not refit_all else "")
+    text_source += f" {_BEFORE} {first_principles}" if first_principles else ""
     block = re.sub(r"^  source:(?:.*\n)(?:    .*\n)*", lambda _: "  source: >-\n" + _wrap(text_source), block,
                    flags=re.M)
     # One blank line between engines, however often the file is rewritten.
@@ -84,6 +89,8 @@ def _replace_block(text: str, engine: str, values: dict[str, float], source: str
 
 
 _BEFORE = "Before fitting:"
+# Introduces an earlier fit's statement that a fit of fewer constants keeps.
+_EARLIER = "The other constants are from an earlier fit:"
 
 
 def _wrap(text: str, width: int = 96) -> str:

@@ -470,3 +470,29 @@ def test_fit_calibration_start_values_name_what_is_wrong():
         _start_values("gemm_efficiency=fast")
     with pytest.raises(SystemExit, match="'max_num_batched_tokens' is not a fitted constant"):
         _start_values("max_num_batched_tokens=4096")
+
+
+def test_fit_calibration_keeps_the_earlier_fit_of_constants_a_partial_refit_does_not_move():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from fit_calibration import _replace_block
+
+    text = ("vllm:\n  gemm_efficiency: 0.8\n  request_overhead_ms: 37\n  source: >-\n"
+            "    Fitted in June. Fitted (+- one standard error): gemm_efficiency 0.8 +- 0.1, request_overhead_ms\n"
+            "    37 +- 5. Before fitting: GEMM 0.65 from cuBLASLt [AZ-H100].\n\nsglang:\n  source: x\n")
+    partial = _replace_block(text, "vllm", {"request_overhead_ms": 30.0},
+                             "Fitted today: request_overhead_ms 30 +- 4.")
+    block = partial.split("sglang:")[0]
+    assert "request_overhead_ms: 30" in block and "gemm_efficiency: 0.8" in block
+    # the constants not refit keep their provenance; the first-principles part stays last
+    assert "from an earlier fit: Fitted in June." in " ".join(block.split())
+    assert " ".join(block.split()).endswith("Before fitting: GEMM 0.65 from cuBLASLt [AZ-H100].")
+    full = _replace_block(text, "vllm", {"request_overhead_ms": 30.0, "gemm_efficiency": 0.7},
+                          "Fitted today: gemm_efficiency 0.7 +- 0.1, request_overhead_ms 30 +- 4.")
+    full = " ".join(full.split())
+    assert "earlier fit" not in full and "Fitted in June" not in full and "Before fitting: GEMM 0.65" in full
+    # a second partial refit does not nest the earlier statements
+    again = _replace_block(partial, "vllm", {"request_overhead_ms": 29.0}, "Fitted later: request_overhead_ms 29 +- 4.")
+    assert " ".join(again.split()).count("from an earlier fit") == 1
