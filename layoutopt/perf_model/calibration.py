@@ -103,9 +103,10 @@ class EngineProfile(BaseModel):
     gpu_memory_fraction: float = Field(default=0.9, gt=0, le=1, description="share of HBM the engine budgets "
                                        "(vLLM --gpu-memory-utilization); unused by 'static_fraction'")
     nccl_buffer_gib: float = Field(ge=0, description="communicator buffers per GPU of a multi-GPU instance")
-    closed_loop_cohort_fraction: float = Field(default=0.0, ge=0, description="f in prompts ahead = f (N - 1)^alpha "
-                                               "(a lockstep cohort; 0 in the built-in profiles, which model the "
-                                               "first burst instead: closed_loop_rounds)")
+    closed_loop_cohort_fraction: float = Field(default=0.0, ge=0, description="f in prompts ahead = f (N - 1)^alpha: "
+                                               "prompts of a closed-loop run prefilled before a new one, on top "
+                                               "of the first burst (closed_loop_rounds); fitted for vLLM and "
+                                               "TensorRT-LLM with alpha 0, 0 for SGLang (its waves)")
     closed_loop_cohort_exponent: float = Field(default=1.0, ge=0, le=1, description="alpha: 0 constant cohort, "
                                                "1 whole rounds")
     prefill_first: bool = Field(default=False, description="the scheduler runs a prefill batch alone whenever "

@@ -59,8 +59,12 @@ DISAGG_PREFILL_ARRIVAL_SCV = 1.0
 def prompts_ahead(concurrency: float, profile: EngineProfile | None) -> float:
     """Prompts of the same closed-loop cohort prefilled before a new prompt's first token.
 
-    Fixed-length closed-loop clients fall into lockstep (requests that start together finish and
-    return together), so a prompt arrives with others: f (N - 1)^alpha of them, at most N - 1.
+    Closed-loop clients do not arrive evenly spaced: with fixed lengths they fall into lockstep
+    (requests that start together finish and return together), and a prompt arrives with others:
+    f (N - 1)^alpha of them, at most N - 1. The reference rows put about one there whatever N (vLLM
+    and TensorRT-LLM, both generations: f 0.45-1.19, alpha 0.01-0.09 when fitted, so the profiles
+    take alpha 0), on top of the first burst (``closed_loop_rounds``); drawn lengths (InferenceX's
+    B200 rows) ask for as much, so it is more than lockstep alone.
     """
     if profile is None or concurrency <= 1:
         return 0.0
