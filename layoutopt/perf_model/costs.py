@@ -369,9 +369,9 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     batches = extra = floor = None
     if role == "colocated":
         batches, extra = _prompt_extra(model, gpu, layout, profile, terms, decode_grid, decode_s, decode_context)
-        if profile.eager_layer_launch_us or profile.eager_mla_layer_launch_us:
-            _, graphed = _prompt_extra(model, gpu, layout, _without_launch_floor(profile), terms, decode_grid,
-                                       decode_s, decode_context)
+        if stacked_tables.has_launch_floor(profile):
+            _, graphed = _prompt_extra(model, gpu, layout, stacked_tables.without_launch_floor(profile), terms,
+                                       decode_grid, decode_s, decode_context)
             floor = read_only(np.maximum(extra - graphed, 0.0))
     facts = StepFacts(model, gpu, layout, role, profile, float(tokens[terms.median_index]), batch_cap,
                        decode_context, chunk, int(round(mean_input * hit)), grid, decode_s)
@@ -406,12 +406,6 @@ def _decode_table(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
                               lambda: read_only(np.asarray(step.decode_step_time_array(
                                   model, gpu, layout, decode_grid.values[:, None],
                                   np.array([[decode_context, 2.0 * decode_context]]), profile), dtype=float)))
-
-
-@lru_cache(maxsize=64)
-def _without_launch_floor(profile: EngineProfile) -> EngineProfile:
-    """``profile`` with its prompt steps graphed (no eager launch floor): the floor is the difference."""
-    return profile.model_copy(update={"eager_layer_launch_us": 0.0, "eager_mla_layer_launch_us": 0.0})
 
 
 def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, terms: WorkloadTerms,
