@@ -34,6 +34,7 @@ from layoutopt.perf_model.calibration import EngineLike, EngineProfile
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.coefficients import forward_coefficients
 from layoutopt.perf_model.links import Link
+from layoutopt.perf_model.memo import identity_memo
 from layoutopt.workloads.workload import Workload
 from layoutopt.perf_model.workload_grids import DecodeGrid, WorkloadTerms, decode_batch_grid, read_only, workload_terms
 
@@ -286,6 +287,7 @@ class StepFacts:
         return max(full - float(np.interp(reference, grid, decode_s)), 0.0) / max(chunk - reference, 1)
 
 
+@identity_memo  # the search passes the same frozen objects thousands of times: no pydantic hashing
 @lru_cache(maxsize=4096)
 def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
                  engine: EngineLike, kv_link: Link | None, max_batch_size: int | None,
