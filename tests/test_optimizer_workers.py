@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -54,6 +55,23 @@ def test_one_pool_per_block_and_a_fresh_one_after():
     assert workers._shared.pool is None and workers._shared.depth == 0
     after = _pids(_run(list(range(8))))
     assert os.getpid() not in after
+
+
+def _threshold(shared: int, task: int) -> tuple[int, ...]:
+    return gc.get_threshold()
+
+
+def test_a_block_relaxes_the_collector_in_this_process_and_its_workers():
+    before = gc.get_threshold()
+    with worker_pool():
+        assert gc.get_threshold() == workers.BLOCK_GC_THRESHOLD
+        with worker_pool():
+            pass
+        assert gc.get_threshold() == workers.BLOCK_GC_THRESHOLD
+        assert parallel_map(_threshold, 0, [1, 2], [1, 2], parallel=True, workers=2) == [
+            workers.BLOCK_GC_THRESHOLD] * 2
+    assert gc.get_threshold() == before
+    assert parallel_map(_threshold, 0, [1, 2], [1, 2], parallel=True, workers=2) == [before] * 2
 
 
 def test_calls_outside_a_block_start_their_own_workers():

@@ -39,7 +39,7 @@ def test_step_facts_are_the_direct_computation(role):
     layout = Layout(tp_size=2, weight_precision="fp8")
     workload = preset_workload("chat")
     # A fresh table (not the cached one other tests may have read): nothing computed before it is read.
-    costs = _phase_costs.__wrapped__(model, gpu, layout, role, workload, "vllm", None, None, False)
+    costs = _phase_costs.__wrapped__.__wrapped__(model, gpu, layout, role, workload, "vllm", None, None, False)
     assert not {"prefill_bottleneck", "decode_bottleneck", "chunk_s_per_token"} & set(costs.step_facts.__dict__)
     median = float(costs.input_tokens[np.searchsorted(np.cumsum(costs.input_weights), 0.5)])
     context = float(costs.input_tokens @ costs.input_weights) + output_moments(workload)[1] / 2.0
@@ -86,8 +86,8 @@ def test_decode_and_colocated_tables_share_one_decode_table():
     model, gpu, workload = get_model("qwen3-32b"), get_gpu("H100"), preset_workload("chat")
     layout = Layout(tp_size=2, pp_size=2, weight_precision="fp8")
     args = (model, gpu, layout, "decode", workload, "vllm", None, None, False)
-    decode = _phase_costs.__wrapped__(*args)
-    colocated = _phase_costs.__wrapped__(*args[:3], "colocated", *args[4:])
+    decode = _phase_costs.__wrapped__.__wrapped__(*args)
+    colocated = _phase_costs.__wrapped__.__wrapped__(*args[:3], "colocated", *args[4:])
     assert decode.max_batch_size == colocated.max_batch_size
     assert decode.decode_step_s.base is colocated.decode_step_s.base is not None
     context = float(decode.input_tokens @ decode.input_weights) + output_moments(workload)[1] / 2.0

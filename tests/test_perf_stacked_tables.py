@@ -81,7 +81,8 @@ def test_stacked_decode_tables_are_each_layouts_own(model_name, gpu_name, engine
 
 
 def test_prefetched_phase_costs_are_the_computed_ones():
-    """``phase_costs`` after ``prefetch_step_tables`` gives the tables it computes without it."""
+    """``phase_costs`` after ``prefetch_step_tables`` gives the tables it computes without it (B200's
+    vLLM profile has a launch floor: the extras without it are prefetched too)."""
     model, gpu, workload = get_model("deepseek-v3"), get_gpu("B200"), preset_workload("chat")
     profile = calibration.resolve_engine("vllm", gpu)
     terms = workload_terms(workload)
@@ -94,7 +95,7 @@ def test_prefetched_phase_costs_are_the_computed_ones():
         costs._phase_costs.cache_clear()
         costs._decode_tables.clear()
         stacked_tables.prompt_extras.clear()
-        return [(c.decode_step_s, c.decode_seq_spread_s, c.prompt_extra_s)
+        return [(c.decode_step_s, c.decode_seq_spread_s, c.prompt_extra_s, c.prompt_floor_s)
                 for c in (costs.phase_costs(model, g, lay, role, workload, "vllm", None, allow_cross_domain=True)
                           for g, lay, role, _ in jobs)]
 
@@ -103,9 +104,11 @@ def test_prefetched_phase_costs_are_the_computed_ones():
     costs._decode_tables.clear()
     stacked_tables.prompt_extras.clear()
     stacked_tables.prefetch_step_tables(model, jobs, workload, "vllm", allow_cross_domain=True)
-    assert len(costs._decode_tables) >= len(layouts) // 2 and len(stacked_tables.prompt_extras) >= len(layouts) // 2
-    prefetched = [(c.decode_step_s, c.decode_seq_spread_s, c.prompt_extra_s)
+    assert stacked_tables.has_launch_floor(profile)
+    assert len(costs._decode_tables) >= len(layouts) // 2 and len(stacked_tables.prompt_extras) >= len(layouts)
+    prefetched = [(c.decode_step_s, c.decode_seq_spread_s, c.prompt_extra_s, c.prompt_floor_s)
                   for c in (costs.phase_costs(model, g, lay, role, workload, "vllm", None, allow_cross_domain=True)
                             for g, lay, role, _ in jobs)]
     for a, b in zip(alone, prefetched):
         assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert any(a[3] is not None for a in alone)

@@ -218,6 +218,7 @@ class _Stack:
 
     def __init__(self, tables: Sequence[PhaseCosts]):
         self.tables = tables
+        self._weights: tuple | None = None
         self.max_batch = np.array([float(t.max_batch_size) for t in tables])
         self.grid_last = np.array([len(t.batch_grid) - 1 for t in tables])
         self.grid = _padded([t.batch_grid for t in tables], np.inf)
@@ -252,18 +253,31 @@ class _Stack:
         tables = self.tables
         if any(t.prompt_batches is None or v is None or len(t.prompt_batches) < 2 for t, v in zip(tables, values)):
             return np.concatenate([t._per_batch(v, b) for t, v, b in zip(tables, values, batch)])
-        count, width = batch.shape
-        anchors = _padded([t.prompt_batches for t in tables], np.inf)
-        slots = anchors.shape[1]
+        slots, at, w = self._anchor_weights(batch)
         # Every table's rows padded to ``slots`` anchors, one after the other: row gathers, as the
-        # one-table path's table[i].
+        # one-table path's table[i]. table[i] (1 - w) + table[i + 1] w, clipped at 0, in place.
         table = np.concatenate([np.concatenate([v, np.zeros((slots - len(v), v.shape[1]))]) for v in values])
-        last = np.array([len(t.prompt_batches) - 2 for t in tables])[:, None]
+        mixed = np.take(table, at, axis=0)
+        mixed *= 1.0 - w
+        upper = np.take(table, at + 1, axis=0)
+        upper *= w
+        mixed += upper
+        return np.maximum(mixed, 0.0, out=mixed)
+
+    def _anchor_weights(self, batch: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """(anchor slots, row of each batch's lower anchor in the padded tables, its weight (rows, 1))
+        for ``_per_batch``: the same for the extras and the floors of one batch array (remembered
+        for the last one)."""
+        if self._weights is not None and self._weights[0] is batch:
+            return self._weights[1]
+        count = len(batch)
+        anchors = _padded([t.prompt_batches for t in self.tables], np.inf)
+        slots = anchors.shape[1]
+        last = np.array([len(t.prompt_batches) - 2 for t in self.tables])[:, None]
         # np.searchsorted(anchors, batch) (side "left") counts the anchors below the batch.
         i = np.minimum(np.maximum((anchors[:, None, :] < batch[:, :, None]).sum(axis=2) - 1, 0), last)
         rows = np.arange(count)[:, None]
         low, high = anchors[rows, i], anchors[rows, i + 1]
         w = np.minimum(np.maximum((batch - low) / (high - low), 0.0), 1.0).reshape(-1, 1)
-        at = (rows * slots + i).ravel()
-        mixed = table[at] * (1.0 - w) + table[at + 1] * w
-        return np.maximum(mixed, 0.0)
+        self._weights = (batch, (slots, (rows * slots + i).ravel(), w))
+        return self._weights[1]

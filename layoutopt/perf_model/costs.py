@@ -34,6 +34,7 @@ from layoutopt.perf_model.calibration import EngineLike, EngineProfile
 from layoutopt.plan import Layout, Role
 from layoutopt.perf_model.coefficients import forward_coefficients
 from layoutopt.perf_model.links import Link
+from layoutopt.perf_model.memo import identity_memo
 from layoutopt.workloads.workload import Workload
 from layoutopt.perf_model.workload_grids import DecodeGrid, WorkloadTerms, decode_batch_grid, read_only, workload_terms
 
@@ -286,6 +287,7 @@ class StepFacts:
         return max(full - float(np.interp(reference, grid, decode_s)), 0.0) / max(chunk - reference, 1)
 
 
+@identity_memo  # the search passes the same frozen objects thousands of times: no pydantic hashing
 @lru_cache(maxsize=4096)
 def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, workload: Workload,
                  engine: EngineLike, kv_link: Link | None, max_batch_size: int | None,
@@ -369,9 +371,9 @@ def _phase_costs(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     batches = extra = floor = None
     if role == "colocated":
         batches, extra = _prompt_extra(model, gpu, layout, profile, terms, decode_grid, decode_s, decode_context)
-        if profile.eager_layer_launch_us or profile.eager_mla_layer_launch_us:
-            _, graphed = _prompt_extra(model, gpu, layout, _without_launch_floor(profile), terms, decode_grid,
-                                       decode_s, decode_context)
+        if stacked_tables.has_launch_floor(profile):
+            _, graphed = _prompt_extra(model, gpu, layout, stacked_tables.without_launch_floor(profile), terms,
+                                       decode_grid, decode_s, decode_context)
             floor = read_only(np.maximum(extra - graphed, 0.0))
     facts = StepFacts(model, gpu, layout, role, profile, float(tokens[terms.median_index]), batch_cap,
                        decode_context, chunk, int(round(mean_input * hit)), grid, decode_s)
@@ -406,12 +408,6 @@ def _decode_table(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: Engin
                               lambda: read_only(np.asarray(step.decode_step_time_array(
                                   model, gpu, layout, decode_grid.values[:, None],
                                   np.array([[decode_context, 2.0 * decode_context]]), profile), dtype=float)))
-
-
-@lru_cache(maxsize=64)
-def _without_launch_floor(profile: EngineProfile) -> EngineProfile:
-    """``profile`` with its prompt steps graphed (no eager launch floor): the floor is the difference."""
-    return profile.model_copy(update={"eager_layer_launch_us": 0.0, "eager_mla_layer_launch_us": 0.0})
 
 
 def _prompt_extra(model: ModelSpec, gpu: GpuSpec, layout: Layout, profile: EngineProfile, terms: WorkloadTerms,

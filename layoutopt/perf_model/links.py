@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from layoutopt.hardware_catalog.schemas import PCIE_SERVER_GPUS, GpuSpec
 from layoutopt.perf_model.calibration import LINK_LATENCY_US
 from layoutopt.perf_model.generations import generation_spec
-from layoutopt.perf_model.memo import identity_memo
+from layoutopt.perf_model.memo import KeepAliveMemo, identity_memo
 
 LinkKind = Literal["nvlink", "pcie", "network"]
 
@@ -107,13 +107,24 @@ def local_domain(gpu: GpuSpec) -> tuple[Link, int]:
     return pcie_link(gpu), gpu.local_domain_gpus
 
 
+# Group fabrics by (GPU identity, ranks, stride): every layout of a GPU asks for a few group shapes
+# (six per ``forward_coefficients``); one object per shape is built once and lets the collectives'
+# identity memos find it.
+_group_links = KeepAliveMemo(1 << 12)
+
+
 def collective_group_link(gpu: GpuSpec, group_gpus: int, stride_gpus: int = 1) -> GroupLink:
     """The fabric of a collective group of ``group_gpus`` ranks of one instance whose members sit
     ``stride_gpus`` apart in rank order (TP groups are contiguous; an EP group strides over the
     expert-TP ranks). Ranks fill local domains in order, so the group spans
     ``ceil(group x stride / domain)`` domains (at most one per member); inside one domain it is
-    the flat link of ``intra_instance_link``.
+    the flat link of ``intra_instance_link``. Remembered per GPU object and group shape.
     """
+    return _group_links.get((id(gpu), group_gpus, stride_gpus), gpu,
+                            lambda: _collective_group_link(gpu, group_gpus, stride_gpus))
+
+
+def _collective_group_link(gpu: GpuSpec, group_gpus: int, stride_gpus: int) -> GroupLink:
     extent_gpus = group_gpus * stride_gpus
     flat = intra_instance_link(gpu, extent_gpus)
     if group_gpus <= 1 or flat.kind != "network":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -329,6 +330,18 @@ def prompt_extra_key(c: ForwardCoefficients, grid: DecodeGrid, decode_context: f
 prompt_extras = KeepAliveMemo(1 << 13)
 
 
+def has_launch_floor(profile: EngineProfile) -> bool:
+    """Whether ``profile``'s prompt steps pay an eager launch floor (``costs._phase_costs`` then also
+    tabulates the prompt extras without it, under ``without_launch_floor``)."""
+    return bool(profile.eager_layer_launch_us or profile.eager_mla_layer_launch_us)
+
+
+@lru_cache(maxsize=64)
+def without_launch_floor(profile: EngineProfile) -> EngineProfile:
+    """``profile`` with its prompt steps graphed (no eager launch floor): the floor is the difference."""
+    return profile.model_copy(update={"eager_layer_launch_us": 0.0, "eager_mla_layer_launch_us": 0.0})
+
+
 def prefetch_step_tables(model: ModelSpec, jobs: Sequence[tuple[GpuSpec, Layout, str, object]], workload: Workload,
                          engine: EngineLike, allow_cross_domain: bool) -> None:
     """Compute, stacked, the decode tables and colocated prompt extras ``_phase_costs`` will ask for
@@ -371,16 +384,29 @@ def prefetch_step_tables(model: ModelSpec, jobs: Sequence[tuple[GpuSpec, Layout,
                 decode_tables.put(decode_table_key(m.coefficients, m.grid, decode_context), (m.coefficients, m.grid),
                                   table)
         colocated = [m for m in members if m.colocated
-                     and prompt_extra_key(m.coefficients, m.grid, decode_context, terms) not in prompt_extras
                      and decode_table_key(m.coefficients, m.grid, decode_context) in decode_tables]
-        for part in _parts(colocated):
-            extras = stacked_prompt_extras(
-                model, first.gpu, [m.layout for m in part], first.profile, terms, [m.grid for m in part],
-                [decode_tables.peek(decode_table_key(m.coefficients, m.grid, decode_context))[:, 0] for m in part],
-                decode_context)
-            for m, extra in zip(part, extras):
-                prompt_extras.put(prompt_extra_key(m.coefficients, m.grid, decode_context, terms),
-                                  (m.coefficients, m.grid, terms), extra)
+        # With a launch floor _phase_costs also asks for the extras without it (the graphed profile's),
+        # both over the decode table of the layout's own profile.
+        profiles = [first.profile] + ([without_launch_floor(first.profile)] if has_launch_floor(first.profile) else [])
+        for profile in profiles:
+            _prefetch_prompt_extras(model, first.gpu, colocated, profile, terms, decode_context)
+
+
+def _prefetch_prompt_extras(model: ModelSpec, gpu: GpuSpec, members: Sequence["_Member"], profile: EngineProfile,
+                            terms: WorkloadTerms, decode_context: float) -> None:
+    """``stacked_prompt_extras`` of the ``members`` (stackable, decode tables remembered) under
+    ``profile`` whose extras are not remembered yet, remembered where ``costs._prompt_extra`` looks."""
+    keyed = [(m, c, prompt_extra_key(c, m.grid, decode_context, terms)) for m, c in
+             ((m, m.coefficients if profile is m.profile else forward_coefficients(model, gpu, m.layout, profile, None))
+              for m in members)]
+    missing = [item for item in keyed if item[2] not in prompt_extras]
+    for part in _parts(missing):
+        extras = stacked_prompt_extras(
+            model, gpu, [m.layout for m, _, _ in part], profile, terms, [m.grid for m, _, _ in part],
+            [decode_tables.peek(decode_table_key(m.coefficients, m.grid, decode_context))[:, 0] for m, _, _ in part],
+            decode_context)
+        for (m, c, key), extra in zip(part, extras):
+            prompt_extras.put(key, (c, m.grid, terms), extra)
 
 
 @dataclass
