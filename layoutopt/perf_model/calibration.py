@@ -106,7 +106,7 @@ class EngineProfile(BaseModel):
     closed_loop_cohort_fraction: float = Field(default=0.0, ge=0, description="f in prompts ahead = f (N - 1)^alpha: "
                                                "prompts of a closed-loop run prefilled before a new one, on top "
                                                "of the first burst (closed_loop_rounds); fitted for vLLM and "
-                                               "TensorRT-LLM with alpha 0, 0 for SGLang (its waves)")
+                                               "TensorRT-LLM with alpha 0; 0 for SGLang, whose rows do not ask for it")
     closed_loop_cohort_exponent: float = Field(default=1.0, ge=0, le=1, description="alpha: 0 constant cohort, "
                                                "1 whole rounds")
     prefill_first: bool = Field(default=False, description="the scheduler runs a prefill batch alone whenever "
