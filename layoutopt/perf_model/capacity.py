@@ -38,7 +38,7 @@ from layoutopt.perf_model.load import (
     Rows, colocated_rows, decode_rows, prefill_rate_ceiling_rps, prefill_rows, rows_for,
 )
 from layoutopt.perf_model.load_prefill import stacked_prefill_rows
-from layoutopt.perf_model.memo import KeepAliveMemo
+from layoutopt.perf_model.memo import KeepAliveMemo, identity_memo
 from layoutopt.perf_model.queueing import pd_ratio
 from layoutopt.workloads.slo import SLO
 from layoutopt.workloads.workload import Workload
@@ -79,8 +79,9 @@ def _percentiles(q_s: np.ndarray, quantiles: tuple[float, ...]) -> Percentiles:
     return Percentiles(p50=pick[0.5], p90=pick[0.9], p99=pick[0.99])
 
 
+@identity_memo  # the search asks for every proposal's role and the same SLO object: read-only dicts
 def _targets(slo: SLO, role: Role) -> tuple[dict[float, float], dict[float, float]]:
-    """(TTFT, TPOT) targets in seconds by quantile that this role must meet."""
+    """(TTFT, TPOT) targets in seconds by quantile that this role must meet (shared: do not change them)."""
     ttft = {SLO.percentile_fraction(k): v / 1e3 for k, v in slo.ttft_ms.items()}
     tpot = {SLO.percentile_fraction(k): v / 1e3 for k, v in slo.tpot_ms.items()}
     if role == "prefill":
@@ -90,6 +91,7 @@ def _targets(slo: SLO, role: Role) -> tuple[dict[float, float], dict[float, floa
     return ttft, tpot
 
 
+@identity_memo  # of ``_targets``' dicts, remembered
 def _quantiles(ttft: dict[float, float], tpot: dict[float, float]) -> tuple[float, ...]:
     """The load rows' quantile columns: p50/p90/p99 and every target's."""
     return tuple(sorted({0.5, 0.9, 0.99} | set(ttft) | set(tpot)))
@@ -97,8 +99,7 @@ def _quantiles(ttft: dict[float, float], tpot: dict[float, float]) -> tuple[floa
 
 def _unloaded_miss(costs: PhaseCosts, role: Role, slo: SLO, unloaded: tuple[float, float]) -> tuple[str, str] | None:
     """(reason, bottleneck) when one request alone already misses the strictest target of ``role``."""
-    q_ttft, target_ttft = slo.strictest_ttft
-    q_tpot, target_tpot = slo.strictest_tpot
+    (q_ttft, target_ttft), (q_tpot, target_tpot) = _strictest(slo)
     if role != "decode" and unloaded[0] * 1e3 > target_ttft:
         return (f"unloaded TTFT p{q_ttft * 100:g} {unloaded[0] * 1e3:.0f} ms > SLO {target_ttft:g} ms",
                 costs.prefill_bottleneck)
@@ -106,6 +107,12 @@ def _unloaded_miss(costs: PhaseCosts, role: Role, slo: SLO, unloaded: tuple[floa
         return (f"unloaded TPOT {unloaded[1] * 1e3:.1f} ms > SLO p{q_tpot * 100:g} {target_tpot:g} ms",
                 costs.decode_bottleneck)
     return None
+
+
+@identity_memo
+def _strictest(slo: SLO) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(``slo.strictest_ttft``, ``slo.strictest_tpot``), remembered for the search's one SLO object."""
+    return slo.strictest_ttft, slo.strictest_tpot
 
 
 def _violation(rows: Rows, ttft: dict[float, float], tpot: dict[float, float]) -> np.ndarray:
@@ -196,7 +203,7 @@ def _unloaded(costs: PhaseCosts, role: Role, q_ttft: float) -> tuple[float, floa
     role), as every TTFT the load models give does."""
     idx = _quantile_bin(costs.input_weights, q_ttft)
     ttft = float(costs.prefill_s[idx] + costs.kv_transfer_s[idx] + costs.request_overhead_s)
-    tpot = float(costs.decode_at(1.0))
+    tpot = costs.decode_at_one(1.0)
     if role == "decode":
         ttft = tpot
     return ttft, tpot
@@ -248,7 +255,7 @@ def instance_capacity(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role
         return _infeasible(model, gpu, layout, role, engine, str(error))
     ttft_t, tpot_t = _targets(slo, role)
     quantiles = _quantiles(ttft_t, tpot_t)
-    unloaded = _unloaded(costs, role, slo.strictest_ttft[0])
+    unloaded = _unloaded(costs, role, _strictest(slo)[0][0])
     miss = _unloaded_miss(costs, role, slo, unloaded)
     if miss is not None:
         return _infeasible(model, gpu, layout, role, engine, miss[0], costs.max_batch_size, unloaded, miss[1])

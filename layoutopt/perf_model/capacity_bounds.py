@@ -21,8 +21,8 @@ from layoutopt.hardware_catalog.schemas import GpuSpec
 from layoutopt.model_catalog.spec import ModelSpec
 from layoutopt.perf_model.calibration import EngineLike
 from layoutopt.perf_model.capacity import (
-    _COARSE_POINTS, _FINE_POINTS, _coarse_rows, _fine_axis, _last_meeting, _misses_alone, _quantiles, _targets,
-    _unloaded, _unloaded_miss, _violation, _worst_ratio,
+    _COARSE_POINTS, _FINE_POINTS, _coarse_rows, _fine_axis, _last_meeting, _misses_alone, _quantiles, _strictest,
+    _targets, _unloaded, _unloaded_miss, _violation, _worst_ratio,
 )
 from layoutopt.perf_model.colocated_bounds import batch_key, colocated_tpot_ceilings_rps
 from layoutopt.perf_model.costs import PhaseCosts, phase_costs
@@ -115,7 +115,7 @@ def _upper_bound(model: ModelSpec, gpu: GpuSpec, layout: Layout, role: Role, wor
     except LayoutError:
         return CapacityBound(capacity_rps=0.0, unloaded_ttft_ms=0.0, unloaded_tpot_ms=0.0)
     ttft_t, tpot_t = _targets(slo, role)
-    unloaded = _unloaded(costs, role, slo.strictest_ttft[0])
+    unloaded = _unloaded(costs, role, _strictest(slo)[0][0])
 
     def bound(rate_rps: float) -> CapacityBound:
         return CapacityBound(capacity_rps=rate_rps * headroom, unloaded_ttft_ms=unloaded[0] * 1e3,

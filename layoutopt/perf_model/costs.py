@@ -130,6 +130,14 @@ class PhaseCosts:
             inside = np.where(batch > last_batch, last_s + slope * (batch - last_batch), inside)
         return inside
 
+    def decode_at_one(self, batch: float) -> float:
+        """``float(decode_at(batch))`` of one batch size, without the array conversions."""
+        grid = self.batch_grid
+        if len(grid) > 1 and batch > grid[-1]:
+            last_batch, last_s, slope = self._decode_tail
+            return last_s + slope * (batch - last_batch)
+        return float(np.interp(batch, grid, self.decode_step_s))
+
     @cached_property
     def _decode_tail(self) -> tuple[float, float, float]:
         """(last batch, its step s, the last interval's slope): ``decode_at``'s line beyond the grid."""
