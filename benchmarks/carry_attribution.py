@@ -28,10 +28,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accuracy import DEFAULT_CSVS, load_all, other_generation_profile  # noqa: E402
+from accuracy import DEFAULT_CSVS, _predictions, load_all, other_generation_profile  # noqa: E402
 from layoutopt.hardware_catalog.catalog import get_gpu  # noqa: E402
 from layoutopt.perf_model.calibration import EngineProfile, get_engine_profile, without_carried  # noqa: E402
-from layoutopt.perf_model.fit import error_summary, predict_all  # noqa: E402
+from layoutopt.perf_model.fit import error_summary  # noqa: E402
 
 # Fields that are not fitted constants (names, provenance, launch settings that differ by design).
 NOT_CONSTANTS = frozenset({"name", "generation", "source", "carried_constants"})
@@ -50,35 +50,33 @@ def differing_constants(engine: str) -> list[str]:
             if name not in NOT_CONSTANTS and any(getattr(a, name) != getattr(b, name) for a, b in pairs)]
 
 
-def figures(cases, swap: dict[str, tuple[str, ...]]) -> dict[str, tuple[float, float]]:
-    """Per GPU: (TTFT MdAPE, TPOT MdAPE) of ``cases`` under the carried profile, with the constants
-    ``swap[engine]`` taken from the case's own profile."""
-    ttft, tpot = np.full(len(cases), np.nan), np.full(len(cases), np.nan)
-    for i, case in enumerate(cases):
-        profile = other_generation_profile(case)
-        names = swap.get(case.engine, ())
-        if names:
-            own = own_profile(case)
-            profile = profile.model_copy(update={name: getattr(own, name) for name in names})
-        t, p, _ = predict_all([case], profile)
-        ttft[i], tpot[i] = t[0], p[0]
+def _per_gpu_mdape(cases, profiles) -> dict[str, tuple[float, float]]:
+    """Per GPU: (TTFT MdAPE, TPOT MdAPE) of ``cases`` predicted with ``profiles(case)``."""
+    ttft, tpot = _predictions(cases, profiles)
     out = {}
     for gpu in sorted({c.gpu for c in cases}):
         idx = np.array([i for i, c in enumerate(cases) if c.gpu == gpu])
-        measured_ttft = np.array([cases[i].ttft_ms for i in idx])
-        measured_tpot = np.array([cases[i].tpot_ms for i in idx])
-        out[gpu] = (error_summary(ttft[idx], measured_ttft)["mdape"], error_summary(tpot[idx], measured_tpot)["mdape"])
+        out[gpu] = (error_summary(ttft[idx], np.array([cases[i].ttft_ms for i in idx]))["mdape"],
+                    error_summary(tpot[idx], np.array([cases[i].tpot_ms for i in idx]))["mdape"])
     return out
+
+
+def figures(cases, swap: dict[str, tuple[str, ...]]) -> dict[str, tuple[float, float]]:
+    """Per GPU: (TTFT MdAPE, TPOT MdAPE) of ``cases`` under the carried profile, with the constants
+    ``swap[engine]`` taken from the case's own profile."""
+    def carried(case) -> EngineProfile:
+        profile, names = other_generation_profile(case), swap.get(case.engine, ())
+        if not names:
+            return profile
+        own = own_profile(case)
+        return profile.model_copy(update={name: getattr(own, name) for name in names})
+
+    return _per_gpu_mdape(cases, carried)
 
 
 def in_sample(cases) -> dict[str, tuple[float, float]]:
-    out = {}
-    for gpu in sorted({c.gpu for c in cases}):
-        part = [c for c in cases if c.gpu == gpu]
-        ttft, tpot, _ = predict_all(part)
-        out[gpu] = (error_summary(ttft, np.array([c.ttft_ms for c in part]))["mdape"],
-                    error_summary(tpot, np.array([c.tpot_ms for c in part]))["mdape"])
-    return out
+    """Per GPU: (TTFT MdAPE, TPOT MdAPE) of ``cases`` with their own generation's profile."""
+    return _per_gpu_mdape(cases, own_profile)
 
 
 def main() -> None:

@@ -171,9 +171,9 @@ def _profile(engine: str, gpu: str, no_eager_floor: bool):
         return engine
     from layoutopt.hardware_catalog.catalog import get_gpu
     from layoutopt.perf_model.calibration import resolve_engine
+    from layoutopt.perf_model.stacked_tables import without_launch_floor
 
-    return resolve_engine(engine, get_gpu(gpu)).model_copy(update={"eager_layer_launch_us": 0.0,
-                                                                    "eager_mla_layer_launch_us": 0.0})
+    return without_launch_floor(resolve_engine(engine, get_gpu(gpu)))
 
 
 @lru_cache(maxsize=None)

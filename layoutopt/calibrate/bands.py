@@ -79,14 +79,18 @@ def _stored_band(engine: str, generation: str, mode: str) -> ErrorBand | None:
     return None
 
 
+def _has_spread(band: ErrorBand | None) -> bool:
+    return band is not None and band.ttft is not None and band.tpot is not None
+
+
 def builtin_band(engine: str, generation: str, mode: str) -> ErrorBand:
     """The built-in profile's band for ``generation``: its own reference rows' where it has some with
     a spread, else the carried band (module doc), else one with no rows (error unknown)."""
     own = _stored_band(engine, generation, mode)
-    if own is not None and own.ttft is not None and own.tpot is not None:
+    if _has_spread(own):
         return own
     carried = _stored_band(engine, CARRIED, mode)
-    if carried is not None and carried.ttft is not None and carried.tpot is not None:
+    if _has_spread(carried):
         mine = (f"has {own.num_rows} reference rows, too few for a band" if own is not None
                 else "has no reference rows")
         return carried.model_copy(update={
